@@ -1,0 +1,50 @@
+"""lazarus: a Python job queue on Redis in which no failed job is ever lost.
+
+Terminal failures move, atomically, to a dead letter queue with their full history, where
+operators inspect, search, replay and purge them.
+"""
+
+from __future__ import annotations
+
+from .dead_letter import DeadLetterFilter, DeadLetterQueueOptions
+from .errors import (
+    DeadLetterError,
+    JobExistsError,
+    JobNotFoundError,
+    JobStateError,
+    LazarusError,
+    LockLostError,
+    NotADeadLetterError,
+    RedisUnavailableError,
+    UnrecoverableError,
+)
+from .events import QueueEvents
+from .job import AttemptRecord, Backoff, DeadLetterMetadata, Job, JobOptions, JobState
+from .queue import Queue
+from .worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttemptRecord",
+    "Backoff",
+    "DeadLetterError",
+    "DeadLetterFilter",
+    "DeadLetterMetadata",
+    "DeadLetterQueueOptions",
+    "Job",
+    "JobExistsError",
+    "JobNotFoundError",
+    "JobOptions",
+    "JobState",
+    "JobStateError",
+    "LazarusError",
+    "LockLostError",
+    "NotADeadLetterError",
+    "Queue",
+    "QueueEvents",
+    "RedisUnavailableError",
+    "UnrecoverableError",
+    "Worker",
+    "__version__",
+]

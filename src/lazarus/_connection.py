@@ -1,0 +1,65 @@
+"""Redis connections: building a client from a URL, and naming its address in errors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .errors import RedisUnavailableError
+
+DEFAULT_URL = "redis://localhost:6379/0"
+CONNECT_TIMEOUT = 5.0
+TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+
+
+def default_url() -> str:
+    """``LAZARUS_REDIS_URL`` if set, else the local default."""
+    return os.environ.get("LAZARUS_REDIS_URL") or DEFAULT_URL
+
+
+def connect(connection: str | Redis | None, *, max_connections: int | None = None) -> Redis:
+    """A client for ``connection``: a URL, an existing ``redis.asyncio.Redis`` (used as it is),
+    or ``None`` for :func:`default_url`."""
+    if isinstance(connection, Redis):
+        return connection
+    url = connection if connection is not None else default_url()
+    if not isinstance(url, str):
+        raise TypeError(
+            f"connection must be a Redis URL or a redis.asyncio.Redis, not {type(url).__name__}"
+        )
+    return Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_keepalive=True,
+        health_check_interval=30,
+        max_connections=max_connections,
+    )
+
+
+def address(client: Redis) -> str:
+    """A human-readable address of ``client``'s server, for error messages."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+
+@contextlib.asynccontextmanager
+async def reporting(client: Redis) -> AsyncIterator[None]:
+    """Turn connection failures into :class:`RedisUnavailableError` naming the address."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise RedisUnavailableError(f"cannot reach Redis at {address(client)}: {exc}") from exc
+
+
+def now_ms() -> int:
+    """The current time in milliseconds, as scripts receive it."""
+    return int(time.time() * 1000)

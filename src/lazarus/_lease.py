@@ -1,0 +1,98 @@
+"""Beside the worker loop: renew the leases of running jobs, and sweep stalled ones.
+
+A lease is a job id in the queue's ``leases`` set scored by its expiry. The worker renews the
+leases of its jobs every half lock duration; any live worker sweeps expired leases every
+``stalled_interval`` and gives those jobs back to the queue (or fails / dead-letters them
+after too many stalls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+
+from . import _scripts
+from ._connection import TRANSIENT_ERRORS, now_ms
+from ._execution import ExecutionContext
+
+log = logging.getLogger("lazarus.worker")
+
+SWEEP_BATCH = 100
+
+
+class LeaseKeeper:
+    """Renews this worker's leases and sweeps the queue for stalled jobs."""
+
+    def __init__(
+        self,
+        ctx: ExecutionContext,
+        held: Callable[[], dict[str, str]],
+        *,
+        stalled_interval_ms: int,
+        max_stalled_count: int,
+        on_lost: Callable[[str], None],
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        self._ctx = ctx
+        self._held = held
+        self._stalled_interval = stalled_interval_ms / 1000
+        self._max_stalled = max_stalled_count
+        self._on_lost = on_lost
+        self._on_error = on_error
+
+    async def renew(self) -> None:
+        """Extend the lease of every job this worker holds; report the ones it lost."""
+        held = self._held()
+        if not held:
+            return
+        args: list[str | int] = [now_ms() + self._ctx.lock_ms]
+        for job_id, token in held.items():
+            args += [job_id, token]
+        keys = [self._ctx.keys.leases, self._ctx.keys.job_prefix]
+        for lost in await _scripts.load("extend_locks")(self._ctx.client, keys, args):
+            self._on_lost(lost.decode() if isinstance(lost, bytes) else str(lost))
+
+    async def sweep(self) -> int:
+        """Recover jobs whose lease expired; returns how many were swept."""
+        ctx, total = self._ctx, 0
+        keys = [*ctx.keys.group, ctx.keys.failed]
+        dlq_name = ""
+        if ctx.dlq_keys is not None:
+            keys += ctx.dlq_keys.group
+            dlq_name = ctx.dlq_keys.queue
+        while True:
+            spare_ids = [uuid.uuid4().hex for _ in range(SWEEP_BATCH)]
+            requeued, failed, dead = await _scripts.load("sweep_stalled")(
+                ctx.client, keys,
+                [now_ms(), self._max_stalled, ctx.max_events, ctx.keys.queue, dlq_name,
+                 *spare_ids],
+            )  # fmt: skip
+            swept = len(requeued) + len(failed) + len(dead)
+            total += swept
+            if swept:
+                log.warning(
+                    "queue %s: %d stalled job(s) requeued, %d failed, %d dead-lettered",
+                    ctx.keys.queue,
+                    len(requeued),
+                    len(failed),
+                    len(dead),
+                )
+            if swept < SWEEP_BATCH:
+                return total
+
+    async def run(self) -> None:
+        """Renew and sweep until cancelled; transient Redis errors are reported and retried."""
+        renew_every = max(self._ctx.lock_ms / 2000, 0.01)
+        next_sweep = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await self.renew()
+                if loop.time() >= next_sweep:
+                    await self.sweep()
+                    next_sweep = loop.time() + self._stalled_interval
+            except TRANSIENT_ERRORS as exc:
+                self._on_error(exc)
+            await asyncio.sleep(min(renew_every, self._stalled_interval))

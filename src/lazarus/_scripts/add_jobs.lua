@@ -1,0 +1,46 @@
+--[[
+  add_jobs: [*] -> waiting | prioritized | delayed, for one or more new jobs.
+
+  KEYS[1]  wait
+  KEYS[2]  prioritized
+  KEYS[3]  pc
+  KEYS[4]  delayed
+  KEYS[5]  active
+  KEYS[6]  leases
+  KEYS[7]  marker
+  KEYS[8]  meta
+  KEYS[9]  events
+  KEYS[10] job_prefix
+  KEYS[11..] job            the hash of each new job, in the order of the ARGV groups
+
+  ARGV[1]  now              milliseconds
+  ARGV[2]  maxlen           events stream length
+  ARGV[3..] job fields      seven per job: id, name, data, opts, delay, priority, attempts
+
+  Returns: one entry per job: the state it entered ('waiting', 'prioritized', 'delayed'),
+           or -5 (JOB_EXISTS) when a job with that id is already there (it is left as it is).
+  Events:  waiting | delayed (jobId) per job added
+]]
+-- @include events
+-- @include queue_keys
+-- @include enqueue
+
+local q = queue_keys(1)
+local now = tonumber(ARGV[1])
+local maxlen = ARGV[2]
+local results = {}
+for i = 11, #KEYS do
+  local a = 3 + (i - 11) * 7
+  local key = KEYS[i]
+  if redis.call('EXISTS', key) == 1 then
+    results[#results + 1] = -5
+  else
+    local delay = tonumber(ARGV[a + 4])
+    local priority = tonumber(ARGV[a + 5])
+    redis.call('HSET', key, 'name', ARGV[a + 1], 'data', ARGV[a + 2], 'opts', ARGV[a + 3],
+      'timestamp', now, 'delay', delay, 'priority', priority, 'atm', ARGV[a + 6],
+      'attemptsMade', 0)
+    results[#results + 1] = enqueue(q, ARGV[a], priority, delay, now, maxlen)
+  end
+end
+return results

@@ -1,0 +1,62 @@
+--[[
+  complete_job: active -> completed (or removed, per retention), then optionally claims the
+  next job so that a busy worker needs one round trip per job.
+
+  KEYS[1]  wait
+  KEYS[2]  prioritized
+  KEYS[3]  pc
+  KEYS[4]  delayed
+  KEYS[5]  active
+  KEYS[6]  leases
+  KEYS[7]  marker
+  KEYS[8]  meta
+  KEYS[9]  events
+  KEYS[10] job_prefix
+  KEYS[11] job
+  KEYS[12] completed
+
+  ARGV[1]  id
+  ARGV[2]  token            the lock token the worker holds
+  ARGV[3]  now
+  ARGV[4]  returnvalue      JSON text
+  ARGV[5]  keep_count       retention: newest completed jobs to keep, -1 for all
+  ARGV[6]  keep_age         retention: milliseconds to keep them, -1 for ever
+  ARGV[7]  remove_now       1 to delete the job at once
+  ARGV[8]  maxlen
+  ARGV[9]  fetch_next       1 to claim the next job
+  ARGV[10] token_base
+  ARGV[11] lock_ms
+
+  Returns: {0, next_due, job | false}, or {code}: -1 JOB_NOT_FOUND, -2 LOCK_MISMATCH,
+           -3 NOT_ACTIVE (the worker lost the job: nothing is changed).
+  Events:  completed (jobId, returnvalue), then those of claim_jobs
+]]
+-- @include events
+-- @include json_append
+-- @include queue_keys
+-- @include enqueue
+-- @include claim
+-- @include finish
+
+local q = queue_keys(1)
+local key = KEYS[11]
+local id = ARGV[1]
+local now = tonumber(ARGV[3])
+local maxlen = ARGV[8]
+local code = release(q, id, ARGV[2])
+if code ~= 0 then return {code} end
+redis.call('HINCRBY', key, 'attemptsMade', 1)
+if ARGV[7] == '1' then
+  redis.call('DEL', key)
+else
+  redis.call('HSET', key, 'returnvalue', ARGV[4], 'finishedOn', now)
+  redis.call('ZADD', KEYS[12], now, id)
+  retain(KEYS[12], q.job_prefix, tonumber(ARGV[5]), tonumber(ARGV[6]), now)
+end
+emit(q.events, maxlen, 'completed', 'jobId', id, 'returnvalue', ARGV[4])
+local job = false
+if ARGV[9] == '1' then
+  promote_delayed(q, now, maxlen)
+  job = claim_next(q, now, ARGV[10], tonumber(ARGV[11]), maxlen)
+end
+return {0, next_due(q), job}

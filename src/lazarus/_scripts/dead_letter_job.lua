@@ -1,0 +1,74 @@
+--[[
+  dead_letter_job: active -> dead letter: the job leaves the source queue and a dead letter
+  with its payload and full failure history enters the dead letter queue's waiting list, in
+  one step; then optionally claims the next job of the source queue.
+
+  Both queues' keys must live in one slot (always true on a single Redis).
+
+  KEYS[1]  wait
+  KEYS[2]  prioritized
+  KEYS[3]  pc
+  KEYS[4]  delayed
+  KEYS[5]  active
+  KEYS[6]  leases
+  KEYS[7]  marker
+  KEYS[8]  meta
+  KEYS[9]  events
+  KEYS[10] job_prefix
+  KEYS[11] job
+  KEYS[12] dlq_wait
+  KEYS[13] dlq_prioritized
+  KEYS[14] dlq_pc
+  KEYS[15] dlq_delayed
+  KEYS[16] dlq_active
+  KEYS[17] dlq_leases
+  KEYS[18] dlq_marker
+  KEYS[19] dlq_meta
+  KEYS[20] dlq_events
+  KEYS[21] dlq_job_prefix
+  KEYS[22] dead_letter      the hash of the new dead letter
+
+  ARGV[1]  id
+  ARGV[2]  token
+  ARGV[3]  now
+  ARGV[4]  failed_reason
+  ARGV[5]  error_type
+  ARGV[6]  stack_json
+  ARGV[7]  attempt_json
+  ARGV[8]  reason           attempts_exhausted | unrecoverable | discarded
+  ARGV[9]  source_queue     the source queue's name
+  ARGV[10] dead_letter_queue  the dead letter queue's name
+  ARGV[11] dead_letter_id
+  ARGV[12] maxlen
+  ARGV[13] fetch_next
+  ARGV[14] token_base
+  ARGV[15] lock_ms
+
+  Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job.
+  Events:  source: failed (jobId, failedReason, attemptsMade, deadLettered),
+           deadLettered (jobId, queue, deadLetterQueue, deadLetterId, failedReason, reason);
+           dead letter queue: waiting (jobId of the dead letter); then those of claim_jobs
+]]
+-- @include events
+-- @include json_append
+-- @include queue_keys
+-- @include enqueue
+-- @include claim
+-- @include finish
+-- @include dead_letter
+
+local q = queue_keys(1)
+local dlq = queue_keys(12)
+local id = ARGV[1]
+local now = tonumber(ARGV[3])
+local maxlen = ARGV[12]
+local code = release(q, id, ARGV[2])
+if code ~= 0 then return {code} end
+record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+dead_letter(q, id, dlq, KEYS[22], ARGV[11], now, ARGV[8], ARGV[9], ARGV[10], maxlen)
+local job = false
+if ARGV[13] == '1' then
+  promote_delayed(q, now, maxlen)
+  job = claim_next(q, now, ARGV[14], tonumber(ARGV[15]), maxlen)
+end
+return {0, next_due(q), job}

@@ -1,0 +1,22 @@
+--[[
+  extend_locks: renew the leases of active jobs whose lock token the worker still holds.
+
+  KEYS[1]  leases
+  KEYS[2]  job_prefix
+
+  ARGV[1]  expires_at       new lease expiry (ms)
+  ARGV[2..] id, token       pairs, one per job the worker runs
+
+  Returns: the ids whose lock the worker no longer holds (stalled and taken back).
+  Events:  none
+]]
+local lost = {}
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  if redis.call('HGET', KEYS[2] .. id, 'lockToken') == ARGV[i + 1] then
+    redis.call('ZADD', KEYS[1], 'XX', ARGV[1], id)
+  else
+    lost[#lost + 1] = id
+  end
+end
+return lost

@@ -1,0 +1,58 @@
+--[[
+  fail_job: active -> failed (terminal failure, no dead letter queue configured); then
+  optionally claims the next job.
+
+  KEYS[1]  wait
+  KEYS[2]  prioritized
+  KEYS[3]  pc
+  KEYS[4]  delayed
+  KEYS[5]  active
+  KEYS[6]  leases
+  KEYS[7]  marker
+  KEYS[8]  meta
+  KEYS[9]  events
+  KEYS[10] job_prefix
+  KEYS[11] job
+  KEYS[12] failed
+
+  ARGV[1]  id
+  ARGV[2]  token
+  ARGV[3]  now
+  ARGV[4]  failed_reason
+  ARGV[5]  error_type
+  ARGV[6]  stack_json
+  ARGV[7]  attempt_json
+  ARGV[8]  keep_count       retention of failed jobs, -1 for all
+  ARGV[9]  keep_age         milliseconds, -1 for ever
+  ARGV[10] remove_now       1 to delete the job at once
+  ARGV[11] maxlen
+  ARGV[12] fetch_next
+  ARGV[13] token_base
+  ARGV[14] lock_ms
+
+  Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job.
+  Events:  failed (jobId, failedReason, attemptsMade), then those of claim_jobs
+]]
+-- @include events
+-- @include json_append
+-- @include queue_keys
+-- @include enqueue
+-- @include claim
+-- @include finish
+-- @include dead_letter
+
+local q = queue_keys(1)
+local id = ARGV[1]
+local now = tonumber(ARGV[3])
+local maxlen = ARGV[11]
+local code = release(q, id, ARGV[2])
+if code ~= 0 then return {code} end
+record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]),
+  maxlen)
+local job = false
+if ARGV[12] == '1' then
+  promote_delayed(q, now, maxlen)
+  job = claim_next(q, now, ARGV[13], tonumber(ARGV[14]), maxlen)
+end
+return {0, next_due(q), job}

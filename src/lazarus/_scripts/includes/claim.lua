@@ -1,0 +1,50 @@
+-- promote_delayed(q, now, maxlen): move delayed jobs that are due to waiting (or prioritized),
+-- earliest first, at most 1000 per call. Returns how many moved.
+local function promote_delayed(q, now, maxlen)
+  local due = redis.call('ZRANGEBYSCORE', q.delayed, '-inf', now, 'LIMIT', 0, 1000)
+  for _, id in ipairs(due) do
+    redis.call('ZREM', q.delayed, id)
+    local priority = tonumber(redis.call('HGET', q.job_prefix .. id, 'priority') or '0') or 0
+    enqueue(q, id, priority, 0, now, maxlen)
+  end
+  return #due
+end
+
+-- claim_next(q, now, token_base, lock_ms, maxlen): move the next job (waiting first, then by
+-- priority) to active under a lease and return {id, token, field, value, ...}, or false when
+-- the queue is paused or empty. Wakes another idle worker when more jobs are ready.
+local function claim_next(q, now, token_base, lock_ms, maxlen)
+  if redis.call('HEXISTS', q.meta, 'paused') == 1 then return false end
+  while true do
+    local id = redis.call('RPOP', q.wait)
+    if not id then
+      local popped = redis.call('ZPOPMIN', q.prioritized)
+      if #popped == 0 then return false end
+      id = popped[1]
+    end
+    local key = q.job_prefix .. id
+    -- A job removed while it waited leaves its id behind: skip it.
+    if redis.call('EXISTS', key) == 1 then
+      redis.call('LPUSH', q.active, id)
+      local started = redis.call('HINCRBY', key, 'ats', 1)
+      local token = token_base .. ':' .. started
+      redis.call('HSET', key, 'lockToken', token, 'processedOn', now)
+      redis.call('ZADD', q.leases, now + lock_ms, id)
+      emit(q.events, maxlen, 'active', 'jobId', id)
+      if redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0 then
+        redis.call('ZADD', q.marker, 0, '0')
+      end
+      local reply = {id, token}
+      local fields = redis.call('HGETALL', key)
+      for i = 1, #fields do reply[#reply + 1] = fields[i] end
+      return reply
+    end
+  end
+end
+
+-- next_due(q): the due time of the earliest delayed job, or -1.
+local function next_due(q)
+  local first = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+  if #first == 0 then return -1 end
+  return tonumber(first[2])
+end

@@ -1,0 +1,40 @@
+-- dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen): move the
+-- (already released) job `id` of queue src into queue dlq as the dead letter `dl_id`, with its
+-- failure history, then delete it from src. The payload bytes are copied, never decoded.
+local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
+  local key = src.job_prefix .. id
+  local f = redis.call('HMGET', key, 'name', 'data', 'opts', 'timestamp', 'failedReason',
+    'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm')
+  redis.call('HSET', dl_key,
+    'name', f[1], 'data', f[2], 'opts', '{}', 'timestamp', now, 'priority', 0, 'delay', 0,
+    'atm', 1, 'attemptsMade', 0,
+    'dlq:sourceQueue', source_name, 'dlq:originalJobId', id, 'dlq:failedReason', f[5] or '',
+    'dlq:errorType', f[6] or '', 'dlq:stacktrace', f[7] or '[]', 'dlq:attempts', f[8] or '[]',
+    'dlq:attemptsMade', f[9] or 0, 'dlq:deadLetteredAt', now, 'dlq:originalTimestamp', f[4],
+    'dlq:originalOpts', f[3], 'dlq:reason', reason, 'dlq:replayCount', f[10] or 0,
+    'dlq:priority', f[11] or 0, 'dlq:delay', f[12] or 0, 'dlq:atm', f[13] or 1)
+  redis.call('LPUSH', dlq.wait, dl_id)
+  redis.call('ZADD', dlq.marker, 0, '0')
+  redis.call('DEL', key)
+  emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
+    'attemptsMade', f[9] or 0, 'deadLettered', '1')
+  emit(src.events, maxlen, 'deadLettered', 'jobId', id, 'queue', source_name,
+    'deadLetterQueue', dlq_name, 'deadLetterId', dl_id, 'failedReason', f[5] or '',
+    'reason', reason)
+  emit(dlq.events, maxlen, 'waiting', 'jobId', dl_id)
+end
+
+-- fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen): move the
+-- (already released) job `id` to the failed set and apply its retention policy.
+local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
+  local key = src.job_prefix .. id
+  local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade')
+  if remove_now == 1 then
+    redis.call('DEL', key)
+  else
+    redis.call('ZADD', failed, now, id)
+    retain(failed, src.job_prefix, keep_count, keep_age, now)
+  end
+  emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[1] or '',
+    'attemptsMade', f[2] or 0)
+end

@@ -1,0 +1,22 @@
+-- enqueue(q, id, priority, delay, now, maxlen): place a job that is ready or delayed into the
+-- right structure of queue q (a table of keys: wait, prioritized, pc, delayed, marker, events),
+-- record its event and wake an idle worker. Returns the state the job entered.
+local function enqueue(q, id, priority, delay, now, maxlen)
+  if delay > 0 then
+    local due = now + delay
+    redis.call('ZADD', q.delayed, due, id)
+    redis.call('ZADD', q.marker, 0, '0')
+    emit(q.events, maxlen, 'delayed', 'jobId', id, 'delay', due)
+    return 'delayed'
+  end
+  if priority > 0 then
+    local counter = redis.call('INCR', q.pc) % 4294967296
+    redis.call('ZADD', q.prioritized, priority * 4294967296 + counter, id)
+  else
+    redis.call('LPUSH', q.wait, id)
+  end
+  redis.call('ZADD', q.marker, 0, '0')
+  emit(q.events, maxlen, 'waiting', 'jobId', id)
+  if priority > 0 then return 'prioritized' end
+  return 'waiting'
+end

@@ -1,0 +1,5 @@
+-- emit(stream, maxlen, event, field, value, ...): append one event to a queue's events stream,
+-- trimmed to about maxlen entries. Every transition records its event through this function.
+local function emit(stream, maxlen, event, ...)
+  redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 'event', event, ...)
+end

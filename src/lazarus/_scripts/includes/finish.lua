@@ -1,0 +1,45 @@
+-- release(src, id, token): check that `token` owns active job `id` and release its lease.
+-- Returns 0, or the error code: -1 no such job, -2 lock token mismatch, -3 not active.
+local function release(src, id, token)
+  local key = src.job_prefix .. id
+  local owner = redis.call('HGET', key, 'lockToken')
+  if not owner then
+    if redis.call('EXISTS', key) == 0 then return -1 end
+    return -2
+  end
+  if owner ~= token then return -2 end
+  if redis.call('LREM', src.active, 1, id) == 0 then return -3 end
+  redis.call('ZREM', src.leases, id)
+  redis.call('HDEL', key, 'lockToken')
+  return 0
+end
+
+-- retain(set, job_prefix, keep_count, keep_age_ms, now): apply a retention policy to a finished
+-- set (completed or failed): keep the newest keep_count (-1: all) and nothing older than
+-- keep_age_ms (-1: any age). At most 1000 removals per call keep the script short.
+local function retain(set, job_prefix, keep_count, keep_age_ms, now)
+  if keep_age_ms >= 0 then
+    local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - keep_age_ms, 'LIMIT', 0, 1000)
+    for _, id in ipairs(old) do redis.call('DEL', job_prefix .. id) end
+    if #old > 0 then redis.call('ZREM', set, unpack(old)) end
+  end
+  if keep_count >= 0 then
+    local excess = redis.call('ZCARD', set) - keep_count
+    if excess > 0 then
+      if excess > 1000 then excess = 1000 end
+      local old = redis.call('ZRANGE', set, 0, excess - 1)
+      for _, id in ipairs(old) do redis.call('DEL', job_prefix .. id) end
+      redis.call('ZREMRANGEBYRANK', set, 0, excess - 1)
+    end
+  end
+end
+
+-- record_failure(key, now, reason, error_type, stack_json, attempt_json): write one failed
+-- attempt into the job hash; returns the new attemptsMade.
+local function record_failure(key, now, reason, error_type, stack_json, attempt_json)
+  local made = redis.call('HINCRBY', key, 'attemptsMade', 1)
+  redis.call('HSET', key, 'failedReason', reason, 'errorType', error_type, 'finishedOn', now)
+  json_append(key, 'stacktrace', stack_json)
+  json_append(key, 'attempts', attempt_json)
+  return made
+end

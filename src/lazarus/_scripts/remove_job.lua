@@ -1,0 +1,40 @@
+--[[
+  remove_job: waiting | prioritized | delayed | completed | failed -> [*]. An active job cannot
+  be removed (its worker owns it).
+
+  KEYS[1]  wait
+  KEYS[2]  prioritized
+  KEYS[3]  pc
+  KEYS[4]  delayed
+  KEYS[5]  active
+  KEYS[6]  leases
+  KEYS[7]  marker
+  KEYS[8]  meta
+  KEYS[9]  events
+  KEYS[10] job_prefix
+  KEYS[11] completed
+  KEYS[12] failed
+  KEYS[13] job
+
+  ARGV[1]  id
+  ARGV[2]  maxlen
+
+  Returns: 1 removed, -1 JOB_NOT_FOUND, -6 JOB_STATE (the job is active).
+  Events:  removed (jobId)
+]]
+-- @include events
+-- @include queue_keys
+
+local q = queue_keys(1)
+local id = ARGV[1]
+if redis.call('EXISTS', KEYS[13]) == 0 then return -1 end
+if redis.call('ZSCORE', q.leases, id) then return -6 end
+redis.call('LREM', q.wait, 0, id)
+redis.call('LREM', q.active, 0, id)
+redis.call('ZREM', q.prioritized, id)
+redis.call('ZREM', q.delayed, id)
+redis.call('ZREM', KEYS[11], id)
+redis.call('ZREM', KEYS[12], id)
+redis.call('DEL', KEYS[13])
+emit(q.events, ARGV[2], 'removed', 'jobId', id)
+return 1

@@ -1,0 +1,65 @@
+--[[
+  replay_dead_letters: dead letter -> waiting | prioritized | delayed in its source queue, as a
+  new job with the original payload and options, attempts reset and replayCount + 1; the dead
+  letter is removed in the same step. A dead letter replayed, purged or taken by someone else
+  first is reported, never replayed twice.
+
+  KEYS[1]  dlq_wait
+  KEYS[2]  dlq_events
+  KEYS[3]  wait             KEYS[3..12]: the source queue's keys
+  KEYS[4]  prioritized
+  KEYS[5]  pc
+  KEYS[6]  delayed
+  KEYS[7]  active
+  KEYS[8]  leases
+  KEYS[9]  marker
+  KEYS[10] meta
+  KEYS[11] events
+  KEYS[12] job_prefix
+  KEYS[13..] dead_letter, new_job   pairs: the dead letter's hash and the new job's hash
+
+  ARGV[1]  now
+  ARGV[2]  maxlen
+  ARGV[3]  queue            the name of the queue KEYS[3..12] belong to (the target)
+  ARGV[4..] per pair five values: dead_letter_id, new_id, opts, priority, attempts; opts,
+           priority and attempts are '' to keep the original ones
+
+  Returns: one entry per pair: the state the new job entered, or -1 JOB_NOT_FOUND (gone
+           already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_ACTIVE (a worker holds it),
+           -7 WRONG_SOURCE (it belongs to another source queue; untouched).
+  Events:  dead letter queue: replayed (jobId, newJobId, queue); source queue: waiting |
+           delayed (jobId, replayOf)
+]]
+-- @include events
+-- @include queue_keys
+-- @include enqueue
+
+local src = queue_keys(3)
+local now = tonumber(ARGV[1])
+local maxlen = ARGV[2]
+local results = {}
+for i = 13, #KEYS, 2 do
+  local a = 4 + (i - 13) / 2 * 5
+  local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
+  local f = redis.call('HMGET', dl_key, 'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts',
+    'dlq:priority', 'dlq:delay', 'dlq:atm', 'dlq:replayCount')
+  local result
+  if not f[1] then
+    result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
+  elseif redis.call('LREM', KEYS[1], 1, dl_id) == 0 then
+    result = -6
+  else
+    local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4]
+    local priority = tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0
+    local delay = tonumber(f[6]) or 0
+    local atm = ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7]
+    redis.call('HSET', new_key, 'name', f[2], 'data', f[3], 'opts', opts, 'timestamp', now,
+      'delay', delay, 'priority', priority, 'atm', atm, 'attemptsMade', 0,
+      'rc', (tonumber(f[8]) or 0) + 1, 'replayOf', dl_id)
+    redis.call('DEL', dl_key)
+    emit(KEYS[2], maxlen, 'replayed', 'jobId', dl_id, 'newJobId', new_id, 'queue', ARGV[3])
+    result = enqueue(src, new_id, priority, delay, now, maxlen)
+  end
+  results[#results + 1] = result
+end
+return results

@@ -1,0 +1,92 @@
+--[[
+  sweep_stalled: active -> waiting for jobs whose lease expired (the worker died or blocked),
+  or, once a job has stalled more than max_stalled times, active -> failed, or active -> dead
+  letter when a dead letter queue is given. Each stall is recorded as an attempt.
+
+  KEYS[1]  wait
+  KEYS[2]  prioritized
+  KEYS[3]  pc
+  KEYS[4]  delayed
+  KEYS[5]  active
+  KEYS[6]  leases
+  KEYS[7]  marker
+  KEYS[8]  meta
+  KEYS[9]  events
+  KEYS[10] job_prefix
+  KEYS[11] failed
+  KEYS[12] dlq_wait         KEYS[12..21] only with a dead letter queue
+  KEYS[13] dlq_prioritized
+  KEYS[14] dlq_pc
+  KEYS[15] dlq_delayed
+  KEYS[16] dlq_active
+  KEYS[17] dlq_leases
+  KEYS[18] dlq_marker
+  KEYS[19] dlq_meta
+  KEYS[20] dlq_events
+  KEYS[21] dlq_job_prefix
+
+  ARGV[1]  now
+  ARGV[2]  max_stalled      stalls allowed before the failure is terminal
+  ARGV[3]  maxlen
+  ARGV[4]  source_queue
+  ARGV[5]  dead_letter_queue  '' without one
+  ARGV[6..] dead_letter_ids   fresh ids for dead letters; as many jobs are swept per call
+
+  Returns: {requeued, failed, dead_lettered}: the ids of the stalled jobs by outcome.
+  Events:  stalled (jobId), then waiting, failed or failed + deadLettered as for the other
+           transitions
+]]
+-- @include events
+-- @include json_append
+-- @include queue_keys
+-- @include enqueue
+-- @include finish
+-- @include dead_letter
+
+local q = queue_keys(1)
+local now = tonumber(ARGV[1])
+local max_stalled = tonumber(ARGV[2])
+local maxlen = ARGV[3]
+local has_dlq = ARGV[5] ~= ''
+local dlq = has_dlq and queue_keys(12) or nil
+local limit = #ARGV - 5
+local requeued, failed, dead = {}, {}, {}
+local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', now, 'LIMIT', 0, limit)
+for _, id in ipairs(expired) do
+  redis.call('ZREM', q.leases, id)
+  local key = q.job_prefix .. id
+  if redis.call('LREM', q.active, 1, id) == 1 and redis.call('EXISTS', key) == 1 then
+    local f = redis.call('HMGET', key, 'processedOn', 'ats', 'lockToken')
+    redis.call('HDEL', key, 'lockToken')
+    local stalls = redis.call('HINCRBY', key, 'stalledCounter', 1)
+    local message = 'job stalled: its lock expired (stall ' .. stalls .. ')'
+    local worker = string.match(f[3] or '', '^(.*):[0-9]+$') or ''
+    local record = cjson.encode({attempt = tonumber(f[2]) or 0,
+      startedAt = tonumber(f[1]) or 0, finishedAt = now, worker = worker,
+      outcome = 'stalled', error = message, errorType = 'Stalled'})
+    emit(q.events, maxlen, 'stalled', 'jobId', id)
+    if stalls > max_stalled then
+      local reason = 'job stalled more than allowable limit'
+      record_failure(key, now, reason, 'Stalled', cjson.encode(message), record)
+      if has_dlq then
+        local dl_id = ARGV[5 + #dead + 1]
+        dead_letter(q, id, dlq, dlq.job_prefix .. dl_id, dl_id, now, 'stalled', ARGV[4],
+          ARGV[5], maxlen)
+        dead[#dead + 1] = id
+      else
+        fail_terminal(q, KEYS[11], id, now, -1, -1, 0, maxlen)
+        failed[#failed + 1] = id
+      end
+    else
+      redis.call('HINCRBY', key, 'attemptsMade', 1)
+      json_append(key, 'stacktrace', cjson.encode(message))
+      json_append(key, 'attempts', record)
+      -- A stalled job has waited its turn already: it goes to the front of the line.
+      redis.call('RPUSH', q.wait, id)
+      redis.call('ZADD', q.marker, 0, '0')
+      emit(q.events, maxlen, 'waiting', 'jobId', id)
+      requeued[#requeued + 1] = id
+    end
+  end
+end
+return {requeued, failed, dead}

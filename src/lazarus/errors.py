@@ -1,0 +1,106 @@
+"""The exceptions lazarus raises, and the error codes its Lua scripts return.
+
+The tree::
+
+    LazarusError
+    ├── RedisUnavailableError          Redis could not be reached (names the address)
+    ├── ScriptError                    a script answered with a code lazarus does not know
+    ├── JobNotFoundError (LookupError) no such job (or dead letter) in this queue
+    ├── NotADeadLetterError            the job exists but has no dead-letter metadata
+    ├── LockLostError                  the worker no longer owns the job it tries to finish
+    ├── JobStateError                  the job is not in the state the operation needs
+    └── JobExistsError                 a job with this id already exists
+
+    UnrecoverableError (Exception)     raised by a processor: no more retries
+    DeadLetterError (UnrecoverableError)  raised by a processor: dead-letter this job now
+
+Bad input raises the built-in ``ValueError`` or ``TypeError`` with the offending field named,
+before anything is written to Redis.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class LazarusError(Exception):
+    """Base class of every error lazarus raises on its own account."""
+
+
+class RedisUnavailableError(LazarusError, ConnectionError):
+    """Redis could not be reached; the message names the address that was tried."""
+
+
+class ScriptError(LazarusError):
+    """A Lua script answered with an error code that has no mapping."""
+
+
+class JobNotFoundError(LazarusError, LookupError):
+    """No job with the given id exists in the queue."""
+
+
+class NotADeadLetterError(LazarusError):
+    """The job exists but is not a dead letter (its source queue is unknown); it is untouched."""
+
+
+class LockLostError(LazarusError):
+    """The worker lost the lock of the job (it stalled or was taken over) and cannot finish it."""
+
+
+class JobStateError(LazarusError):
+    """The job is not in a state that allows the operation."""
+
+
+class JobExistsError(LazarusError):
+    """A job with the requested id already exists."""
+
+
+class UnrecoverableError(Exception):
+    """Raise from a processor to fail the job at once, without the remaining retries.
+
+    With a dead letter queue configured the job is dead-lettered with reason ``unrecoverable``.
+    """
+
+
+class DeadLetterError(UnrecoverableError):
+    """Raise from a processor to send the job straight to the dead letter queue.
+
+    The job is dead-lettered with reason ``discarded`` whatever attempts it has left. Without
+    a dead letter queue configured it fails terminally, like :class:`UnrecoverableError`.
+
+    Example::
+
+        async def charge(job):
+            if job.data["amount"] < 0:
+                raise DeadLetterError("negative amount: needs a human")
+    """
+
+
+class ErrorCode(enum.IntEnum):
+    """Negative integers a script returns instead of a result; see each script's header."""
+
+    JOB_NOT_FOUND = -1
+    LOCK_MISMATCH = -2
+    NOT_ACTIVE = -3
+    NOT_A_DEAD_LETTER = -4
+    JOB_EXISTS = -5
+    JOB_STATE = -6
+
+
+_ERRORS: dict[ErrorCode, type[LazarusError]] = {
+    ErrorCode.JOB_NOT_FOUND: JobNotFoundError,
+    ErrorCode.LOCK_MISMATCH: LockLostError,
+    ErrorCode.NOT_ACTIVE: LockLostError,
+    ErrorCode.NOT_A_DEAD_LETTER: NotADeadLetterError,
+    ErrorCode.JOB_EXISTS: JobExistsError,
+    ErrorCode.JOB_STATE: JobStateError,
+}
+
+
+def error_for_code(code: int, context: str) -> LazarusError:
+    """The exception for a script's error ``code``; ``context`` says which job and operation."""
+    try:
+        known = ErrorCode(code)
+    except ValueError:
+        return ScriptError(f"{context}: script returned unknown code {code}")
+    return _ERRORS[known](f"{context}: {known.name.lower().replace('_', ' ')}")

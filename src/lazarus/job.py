@@ -1,0 +1,330 @@
+"""Jobs, their options and their states.
+
+A job is a hash in Redis; :class:`Job` is a snapshot of it. Options are validated when a job
+is added, before anything is written, and every error names the offending field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from . import _codec
+
+JobState = Literal[
+    "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
+]
+DeadLetterReason = Literal["attempts_exhausted", "unrecoverable", "stalled", "discarded"]
+
+MAX_PRIORITY = 2**21
+_BACKOFF_TYPES = ("fixed", "exponential")
+
+
+def _int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise ValueError(f"{field} must be {bound}, got {value}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    """How long to wait before a retry: ``fixed`` waits ``delay`` ms each time,
+    ``exponential`` waits ``delay * 2 ** (attempt - 1)`` ms."""
+
+    type: Literal["fixed", "exponential"] = "fixed"
+    delay: int = 0
+
+    def __post_init__(self) -> None:
+        if self.type not in _BACKOFF_TYPES:
+            raise ValueError(f"backoff.type must be 'fixed' or 'exponential', got {self.type!r}")
+        _int(self.delay, "backoff.delay", minimum=0)
+
+    def wait_ms(self, attempts_made: int) -> int:
+        """Milliseconds to wait after the ``attempts_made``-th failed attempt."""
+        if self.type == "fixed":
+            return self.delay
+        return int(self.delay * 2 ** max(attempts_made - 1, 0))
+
+    @classmethod
+    def parse(cls, value: object) -> Backoff | None:
+        if value is None or isinstance(value, Backoff):
+            return value
+        if isinstance(value, Mapping):
+            unknown = set(value) - {"type", "delay"}
+            if unknown:
+                raise ValueError(f"backoff has unknown keys: {sorted(unknown)}")
+            return cls(type=value.get("type", "fixed"), delay=value.get("delay", 0))
+        raise TypeError(f"backoff must be a dict or Backoff, not {type(value).__name__}")
+
+
+Retention = bool | int | Mapping[str, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class KeepPolicy:
+    """A normalised ``remove_on_complete`` / ``remove_on_fail`` setting."""
+
+    remove_now: bool = False
+    keep_count: int = -1
+    keep_age_ms: int = -1
+
+    @classmethod
+    def parse(cls, value: object, field: str) -> KeepPolicy:
+        if value is False or value is None:
+            return cls()
+        if value is True:
+            return cls(remove_now=True)
+        if isinstance(value, int):
+            return cls(keep_count=_int(value, field, minimum=0))
+        if isinstance(value, Mapping):
+            unknown = set(value) - {"age", "count"}
+            if unknown:
+                raise ValueError(f"{field} has unknown keys: {sorted(unknown)}")
+            age = value.get("age")
+            count = value.get("count")
+            return cls(
+                keep_count=-1 if count is None else _int(count, f"{field}.count", minimum=0),
+                keep_age_ms=-1 if age is None else _int(age, f"{field}.age", minimum=0) * 1000,
+            )
+        raise TypeError(f"{field} must be a bool, an int or a dict, not {type(value).__name__}")
+
+    def args(self) -> list[int]:
+        return [self.keep_count, self.keep_age_ms, int(self.remove_now)]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobOptions:
+    """The options a job was added with."""
+
+    attempts: int = 1
+    backoff: Backoff | None = None
+    delay: int = 0
+    priority: int = 0
+    remove_on_complete: Retention = False
+    remove_on_fail: Retention = False
+
+    def __post_init__(self) -> None:
+        _int(self.attempts, "attempts", minimum=1)
+        _int(self.delay, "delay", minimum=0)
+        _int(self.priority, "priority", minimum=0, maximum=MAX_PRIORITY)
+        object.__setattr__(self, "backoff", Backoff.parse(self.backoff))
+        KeepPolicy.parse(self.remove_on_complete, "remove_on_complete")
+        KeepPolicy.parse(self.remove_on_fail, "remove_on_fail")
+
+    @property
+    def keep_completed(self) -> KeepPolicy:
+        return KeepPolicy.parse(self.remove_on_complete, "remove_on_complete")
+
+    @property
+    def keep_failed(self) -> KeepPolicy:
+        return KeepPolicy.parse(self.remove_on_fail, "remove_on_fail")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored with the job (and shown as ``_dlqMeta.originalOpts``)."""
+        out: dict[str, Any] = {"attempts": self.attempts, "delay": self.delay}
+        if self.backoff is not None:
+            out["backoff"] = {"type": self.backoff.type, "delay": self.backoff.delay}
+        if self.priority:
+            out["priority"] = self.priority
+        if self.remove_on_complete is not False:
+            out["removeOnComplete"] = _retention_json(self.remove_on_complete)
+        if self.remove_on_fail is not False:
+            out["removeOnFail"] = _retention_json(self.remove_on_fail)
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> JobOptions:
+        return cls(
+            attempts=raw.get("attempts", 1),
+            backoff=raw.get("backoff"),
+            delay=raw.get("delay", 0),
+            priority=raw.get("priority", 0),
+            remove_on_complete=raw.get("removeOnComplete", False),
+            remove_on_fail=raw.get("removeOnFail", False),
+        )
+
+
+def _retention_json(value: Retention) -> Any:
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+@dataclasses.dataclass(frozen=True)
+class AttemptRecord:
+    """One failed (or stalled) attempt of a job."""
+
+    attempt: int
+    started_at: int
+    finished_at: int
+    worker: str
+    outcome: Literal["failed", "stalled"]
+    error: str
+    error_type: str
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> AttemptRecord:
+        return cls(
+            attempt=int(raw.get("attempt", 0)),
+            started_at=int(raw.get("startedAt", 0)),
+            finished_at=int(raw.get("finishedAt", 0)),
+            worker=str(raw.get("worker", "")),
+            outcome=raw.get("outcome", "failed"),
+            error=str(raw.get("error", "")),
+            error_type=str(raw.get("errorType", "")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+            "worker": self.worker,
+            "outcome": self.outcome,
+            "error": self.error,
+            "errorType": self.error_type,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class DeadLetterMetadata:
+    """Why and how a job died: ``job.dead_letter``, also shown as ``job.data["_dlqMeta"]``."""
+
+    source_queue: str
+    original_job_id: str
+    failed_reason: str
+    stacktrace: list[str]
+    attempts_made: int
+    dead_lettered_at: int
+    original_timestamp: int
+    original_opts: dict[str, Any]
+    error_type: str
+    reason: DeadLetterReason
+    attempts: list[AttemptRecord]
+    replay_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The camelCase form of ``_dlqMeta``."""
+        return {
+            "sourceQueue": self.source_queue,
+            "originalJobId": self.original_job_id,
+            "failedReason": self.failed_reason,
+            "stacktrace": list(self.stacktrace),
+            "attemptsMade": self.attempts_made,
+            "deadLetteredAt": self.dead_lettered_at,
+            "originalTimestamp": self.original_timestamp,
+            "originalOpts": self.original_opts,
+            "errorType": self.error_type,
+            "reason": self.reason,
+            "attempts": [a.to_json() for a in self.attempts],
+            "replayCount": self.replay_count,
+        }
+
+    @classmethod
+    def from_fields(cls, f: Mapping[str, str]) -> DeadLetterMetadata | None:
+        if "dlq:sourceQueue" not in f:
+            return None
+        return cls(
+            source_queue=f["dlq:sourceQueue"],
+            original_job_id=f.get("dlq:originalJobId", ""),
+            failed_reason=f.get("dlq:failedReason", ""),
+            stacktrace=json.loads(f.get("dlq:stacktrace") or "[]"),
+            attempts_made=int(f.get("dlq:attemptsMade") or 0),
+            dead_lettered_at=int(f.get("dlq:deadLetteredAt") or 0),
+            original_timestamp=int(f.get("dlq:originalTimestamp") or 0),
+            original_opts=json.loads(f.get("dlq:originalOpts") or "{}"),
+            error_type=f.get("dlq:errorType", ""),
+            reason=f.get("dlq:reason", "attempts_exhausted"),  # type: ignore[arg-type]
+            attempts=[
+                AttemptRecord.from_json(a) for a in json.loads(f.get("dlq:attempts") or "[]")
+            ],
+            replay_count=int(f.get("dlq:replayCount") or 0),
+        )
+
+
+DLQ_VALUE_KEY = "_dlqValue"
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A snapshot of one job.
+
+    For a dead letter, ``data`` is the original payload with ``_dlqMeta`` added (a payload that
+    is not an object appears as ``{"_dlqValue": payload, "_dlqMeta": ...}``), ``original_data``
+    is the payload exactly as it was sent, and ``dead_letter`` is the typed metadata.
+    """
+
+    id: str
+    name: str
+    original_data: Any
+    opts: JobOptions
+    queue_name: str
+    timestamp: int
+    attempts_made: int = 0
+    attempts_started: int = 0
+    processed_on: int | None = None
+    finished_on: int | None = None
+    failed_reason: str | None = None
+    error_type: str | None = None
+    stacktrace: list[str] = dataclasses.field(default_factory=list)
+    attempts: list[AttemptRecord] = dataclasses.field(default_factory=list)
+    return_value: Any = None
+    replay_count: int = 0
+    stalled_counter: int = 0
+    dead_letter: DeadLetterMetadata | None = None
+    raw_data: str = dataclasses.field(default="null", repr=False)
+    opts_json: str = dataclasses.field(default="{}", repr=False)
+
+    @property
+    def data(self) -> Any:
+        if self.dead_letter is None:
+            return self.original_data
+        meta = self.dead_letter.to_json()
+        if isinstance(self.original_data, dict):
+            return {**self.original_data, "_dlqMeta": meta}
+        return {DLQ_VALUE_KEY: self.original_data, "_dlqMeta": meta}
+
+    @classmethod
+    def from_fields(cls, job_id: str, f: Mapping[str, str], queue_name: str) -> Job:
+        """Build a job from its hash fields (decoded to str)."""
+        opts_json = f.get("opts") or "{}"
+        raw_data = f.get("data") or "null"
+        return cls(
+            id=job_id,
+            name=f.get("name", ""),
+            original_data=_codec.decode(raw_data),
+            opts=JobOptions.from_dict(json.loads(opts_json)),
+            queue_name=queue_name,
+            timestamp=int(f.get("timestamp") or 0),
+            attempts_made=int(f.get("attemptsMade") or 0),
+            attempts_started=int(f.get("ats") or 0),
+            processed_on=_opt_int(f.get("processedOn")),
+            finished_on=_opt_int(f.get("finishedOn")),
+            failed_reason=f.get("failedReason"),
+            error_type=f.get("errorType"),
+            stacktrace=json.loads(f.get("stacktrace") or "[]"),
+            attempts=[AttemptRecord.from_json(a) for a in json.loads(f.get("attempts") or "[]")],
+            return_value=_codec.decode(f["returnvalue"]) if "returnvalue" in f else None,
+            replay_count=int(f.get("rc") or 0),
+            stalled_counter=int(f.get("stalledCounter") or 0),
+            dead_letter=DeadLetterMetadata.from_fields(f),
+            raw_data=raw_data,
+            opts_json=opts_json,
+        )
+
+
+def _opt_int(value: str | None) -> int | None:
+    return None if value is None or value == "" else int(value)
+
+
+def fields_from_reply(flat: list[Any]) -> dict[str, str]:
+    """Pair up a flat ``[field, value, ...]`` reply, decoding bytes to str."""
+    it = iter(flat)
+    return {_text(k): _text(v) for k, v in zip(it, it)}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

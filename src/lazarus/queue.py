@@ -1,0 +1,418 @@
+"""Queue: add jobs, read them back, count, pause, clean.
+
+Example::
+
+    queue = Queue("emails", connection="redis://localhost:6379/0")
+    job = await queue.add("welcome", {"to": "ada@example.com"}, attempts=3,
+                          backoff={"type": "exponential", "delay": 1000})
+    print(await queue.get_job_state(job.id))
+    await queue.close()
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, Literal, ParamSpec, TypeVar
+
+from redis.asyncio import Redis
+
+from . import _codec, _scripts
+from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
+from ._keys import QueueKeys, validate_job_id, validate_name
+from .dead_letter import DeadLetterMixin
+from .errors import ErrorCode, RedisUnavailableError, error_for_code
+from .job import Job, JobOptions, JobState, fields_from_reply
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+DEFAULT_MAX_EVENTS = 10_000
+BULK_CHUNK = 500
+CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
+_ADD_KEYS = {
+    "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
+    "remove_on_complete", "remove_on_fail",
+}  # fmt: skip
+
+
+def reports_unavailable(
+    method: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Decorate a method of an object with ``_client`` so that a connection failure raises
+    :class:`RedisUnavailableError` naming the address."""
+
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(*args, **kwargs)
+        except TRANSIENT_ERRORS as exc:
+            if isinstance(exc, RedisUnavailableError):
+                raise
+            client: Redis = args[0]._client  # type: ignore[attr-defined]
+            raise RedisUnavailableError(f"cannot reach Redis at {address(client)}: {exc}") from exc
+
+    wrapper.__name__ = method.__name__
+    wrapper.__qualname__ = method.__qualname__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+class Queue(DeadLetterMixin):
+    """A named queue of jobs in Redis.
+
+    ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
+    ``LAZARUS_REDIS_URL``, else ``redis://localhost:6379/0``. Every key lives under
+    ``<prefix>:{<name>}:``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: str | Redis | None = None,
+        prefix: str = "lazarus",
+        max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
+        max_events: int = DEFAULT_MAX_EVENTS,
+    ) -> None:
+        self.name = validate_name(name, "queue name")
+        self.prefix = validate_name(prefix, "prefix")
+        self.keys = QueueKeys(prefix, name)
+        self.max_payload_bytes = max_payload_bytes
+        self.max_events = max_events
+        self._owns_client = not isinstance(connection, Redis)
+        self._client = connect(connection)
+        self._registered = False
+
+    @property
+    def client(self) -> Redis:
+        """The ``redis.asyncio.Redis`` client this queue uses."""
+        return self._client
+
+    async def _register(self) -> None:
+        if not self._registered:
+            await self._client.sadd(self.keys.registry, self.name)
+            self._registered = True
+
+    # -- adding ----------------------------------------------------------------------------
+
+    def _prepare(self, name: object, data: Any, options: Mapping[str, Any]) -> list[Any]:
+        """Validate one job and return its seven script arguments; raises before any write."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"job name must be a non-empty str, got {name!r}")
+        unknown = set(options) - _ADD_KEYS
+        if unknown:
+            raise TypeError(f"unknown job options: {sorted(unknown)}")
+        job_id = options.get("job_id")
+        job_id = uuid.uuid4().hex if job_id is None else validate_job_id(job_id)
+        opts = JobOptions(**{k: v for k, v in options.items() if k != "job_id"})
+        payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
+        opts_json = _codec.encode(opts.to_dict(), field="opts")
+        return [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
+
+    async def add(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        job_id: str | None = None,
+        attempts: int = 1,
+        backoff: Any = None,
+        delay: int = 0,
+        priority: int = 0,
+        remove_on_complete: Any = False,
+        remove_on_fail: Any = False,
+    ) -> Job:
+        """Add one job and return it.
+
+        ``data`` is any JSON value. ``attempts`` counts the first run; ``backoff`` is
+        ``{"type": "fixed" | "exponential", "delay": ms}``; ``delay`` (ms) postpones the first
+        run; ``priority`` 1 is the highest (0, the default, means none: such jobs run first,
+        in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take ``True``, a count to
+        keep, or ``{"age": seconds, "count": n}``. Adding a ``job_id`` that exists returns
+        the existing job and writes nothing.
+        """
+        options = {
+            "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
+            "priority": priority, "remove_on_complete": remove_on_complete,
+            "remove_on_fail": remove_on_fail,
+        }  # fmt: skip
+        return (await self._add_prepared([self._prepare(name, data, options)]))[0]
+
+    async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """Add many jobs: each a mapping with ``name``, ``data`` and any option of :meth:`add`.
+
+        Every job is validated before the first is written, so bad input writes nothing.
+        """
+        prepared = []
+        for index, spec in enumerate(jobs):
+            if not isinstance(spec, Mapping) or "name" not in spec:
+                raise ValueError(f"jobs[{index}] must be a mapping with a 'name'")
+            options = {k: v for k, v in spec.items() if k not in ("name", "data")}
+            try:
+                prepared.append(self._prepare(spec["name"], spec.get("data"), options))
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"jobs[{index}]: {exc}") from exc
+        return await self._add_prepared(prepared)
+
+    @reports_unavailable
+    async def _add_prepared(self, prepared: list[list[Any]]) -> list[Job]:
+        await self._register()
+        script = _scripts.load("add_jobs")
+        now = now_ms()
+        results: list[Any] = []
+        for start in range(0, len(prepared), BULK_CHUNK):
+            chunk = prepared[start : start + BULK_CHUNK]
+            keys = [*self.keys.group, *(self.keys.job(p[0]) for p in chunk)]
+            args: list[Any] = [now, self.max_events]
+            for p in chunk:
+                args += p
+            results += await script(self._client, keys, args)
+        jobs = []
+        for p, result in zip(prepared, results):
+            if result == ErrorCode.JOB_EXISTS:
+                existing = await self.get_job(p[0])
+                if existing is not None:
+                    jobs.append(existing)
+                    continue
+            jobs.append(self._job_from_add(p, now))
+        return jobs
+
+    def _job_from_add(self, p: list[Any], now: int) -> Job:
+        job_id, name, payload, opts_json = p[0], p[1], p[2], p[3]
+        return Job.from_fields(
+            job_id,
+            {"name": name, "data": payload, "opts": opts_json, "timestamp": str(now)},
+            self.name,
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @reports_unavailable
+    async def get_job(self, job_id: str) -> Job | None:
+        """The job with ``job_id``, or ``None``."""
+        fields = await self._client.hgetall(self.keys.job(validate_job_id(job_id)))
+        if not fields:
+            return None
+        return Job.from_fields(job_id, fields_from_reply(_flatten(fields)), self.name)
+
+    async def _get_jobs(self, ids: list[str]) -> list[Job]:
+        if not ids:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(self.keys.job(job_id))
+            replies = await pipe.execute()
+        return [
+            Job.from_fields(_text(job_id), fields_from_reply(_flatten(reply)), self.name)
+            for job_id, reply in zip(ids, replies)
+            if reply
+        ]
+
+    @reports_unavailable
+    async def get_job_state(self, job_id: str) -> JobState:
+        """Where the job is now: ``waiting``, ``paused``, ``prioritized``, ``delayed``,
+        ``active``, ``completed``, ``failed``, or ``unknown``."""
+        validate_job_id(job_id)
+        k = self.keys
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.zscore(k.completed, job_id)
+            pipe.zscore(k.failed, job_id)
+            pipe.zscore(k.delayed, job_id)
+            pipe.zscore(k.prioritized, job_id)
+            pipe.lpos(k.active, job_id)
+            pipe.lpos(k.wait, job_id)
+            pipe.hexists(k.meta, "paused")
+            completed, failed, delayed, prioritized, active, waiting, paused = await pipe.execute()
+        if completed is not None:
+            return "completed"
+        if failed is not None:
+            return "failed"
+        if delayed is not None:
+            return "delayed"
+        if active is not None:
+            return "active"
+        if prioritized is not None:
+            return "paused" if paused else "prioritized"
+        if waiting is not None:
+            return "paused" if paused else "waiting"
+        return "unknown"
+
+    async def _list_range(self, key: str, start: int, end: int) -> list[Job]:
+        return await self._get_jobs([_text(i) for i in await self._client.lrange(key, start, end)])
+
+    async def _zset_range(self, key: str, start: int, end: int, *, desc: bool) -> list[Job]:
+        ids = await self._client.zrange(key, start, end, desc=desc)
+        return await self._get_jobs([_text(i) for i in ids])
+
+    @reports_unavailable
+    async def get_waiting(self, start: int = 0, end: int = -1) -> list[Job]:
+        """Waiting jobs, newest first (``start``/``end`` are inclusive indexes)."""
+        return await self._list_range(self.keys.wait, start, end)
+
+    @reports_unavailable
+    async def get_active(self, start: int = 0, end: int = -1) -> list[Job]:
+        """Active jobs, most recently started first."""
+        return await self._list_range(self.keys.active, start, end)
+
+    @reports_unavailable
+    async def get_prioritized(self, start: int = 0, end: int = -1) -> list[Job]:
+        """Prioritized jobs, next to run first."""
+        return await self._zset_range(self.keys.prioritized, start, end, desc=False)
+
+    @reports_unavailable
+    async def get_delayed(self, start: int = 0, end: int = -1) -> list[Job]:
+        """Delayed jobs, soonest due first."""
+        return await self._zset_range(self.keys.delayed, start, end, desc=False)
+
+    @reports_unavailable
+    async def get_completed(self, start: int = 0, end: int = -1) -> list[Job]:
+        """Completed jobs, most recently finished first."""
+        return await self._zset_range(self.keys.completed, start, end, desc=True)
+
+    @reports_unavailable
+    async def get_failed(self, start: int = 0, end: int = -1) -> list[Job]:
+        """Failed jobs, most recently failed first."""
+        return await self._zset_range(self.keys.failed, start, end, desc=True)
+
+    @reports_unavailable
+    async def get_job_counts(self) -> dict[str, int]:
+        """The number of jobs in each state, in one round trip."""
+        k = self.keys
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.llen(k.wait)
+            pipe.zcard(k.prioritized)
+            pipe.zcard(k.delayed)
+            pipe.llen(k.active)
+            pipe.zcard(k.completed)
+            pipe.zcard(k.failed)
+            pipe.hexists(k.meta, "paused")
+            wait, prio, delayed, active, completed, failed, paused = await pipe.execute()
+        ready = int(wait) + int(prio)
+        return {
+            "waiting": 0 if paused else int(wait),
+            "prioritized": 0 if paused else int(prio),
+            "paused": ready if paused else 0,
+            "delayed": int(delayed),
+            "active": int(active),
+            "completed": int(completed),
+            "failed": int(failed),
+        }
+
+    async def get_waiting_count(self) -> int:
+        """Jobs ready to run (waiting and prioritized), or held by a pause."""
+        counts = await self.get_job_counts()
+        return counts["waiting"] + counts["prioritized"] + counts["paused"]
+
+    @reports_unavailable
+    async def get_active_count(self) -> int:
+        return int(await self._client.llen(self.keys.active))
+
+    @reports_unavailable
+    async def get_delayed_count(self) -> int:
+        return int(await self._client.zcard(self.keys.delayed))
+
+    @reports_unavailable
+    async def get_prioritized_count(self) -> int:
+        return int(await self._client.zcard(self.keys.prioritized))
+
+    @reports_unavailable
+    async def get_completed_count(self) -> int:
+        return int(await self._client.zcard(self.keys.completed))
+
+    @reports_unavailable
+    async def get_failed_count(self) -> int:
+        return int(await self._client.zcard(self.keys.failed))
+
+    # -- managing --------------------------------------------------------------------------
+
+    @reports_unavailable
+    async def pause(self) -> None:
+        """Stop workers from claiming jobs of this queue; running jobs finish."""
+        script = _scripts.load("pause_queue")
+        await script(self._client, [self.keys.meta, self.keys.marker, self.keys.events],
+                      [1, self.max_events])  # fmt: skip
+
+    @reports_unavailable
+    async def resume(self) -> None:
+        """Let workers claim jobs again."""
+        script = _scripts.load("pause_queue")
+        await script(self._client, [self.keys.meta, self.keys.marker, self.keys.events],
+                      [0, self.max_events])  # fmt: skip
+
+    @reports_unavailable
+    async def is_paused(self) -> bool:
+        return bool(await self._client.hexists(self.keys.meta, "paused"))
+
+    @reports_unavailable
+    async def remove(self, job_id: str) -> None:
+        """Remove a job that is not active; raises ``JobNotFoundError`` or ``JobStateError``."""
+        k = self.keys
+        script = _scripts.load("remove_job")
+        code = await script(
+            self._client,
+            [*k.group, k.completed, k.failed, k.job(validate_job_id(job_id))],
+            [job_id, self.max_events],
+        )
+        if code != 1:
+            raise error_for_code(int(code), f"remove job {job_id!r} from {self.name!r}")
+
+    @reports_unavailable
+    async def clean(
+        self, grace_ms: int, limit: int = 1000, state: CleanState = "completed"
+    ) -> list[str]:
+        """Remove up to ``limit`` jobs of ``state`` older than ``grace_ms``; returns their ids.
+
+        On a dead letter queue, ``clean(grace_ms, state="waiting")`` drops dead letters that
+        were dead-lettered more than ``grace_ms`` ago, oldest first.
+        """
+        if state not in ("completed", "failed", "waiting", "prioritized", "delayed"):
+            raise ValueError(f"state must be a cleanable state, got {state!r}")
+        if isinstance(grace_ms, bool) or not isinstance(grace_ms, int) or grace_ms < 0:
+            raise ValueError(f"grace_ms must be an int >= 0, got {grace_ms!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        k = self.keys
+        script = _scripts.load("clean_jobs")
+        removed = await script(
+            self._client,
+            [*k.group, k.completed, k.failed],
+            [state, now_ms() - grace_ms, limit, self.max_events],
+        )
+        return [_text(i) for i in removed]
+
+    @reports_unavailable
+    async def obliterate(self) -> int:
+        """Delete the queue and every job in it; returns the number of keys deleted."""
+        deleted = 0
+        pattern = self.keys.base.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*")
+        batch: list[str] = []
+        async for key in self._client.scan_iter(match=pattern + "*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += int(await self._client.unlink(*batch))
+                batch = []
+        if batch:
+            deleted += int(await self._client.unlink(*batch))
+        await self._client.srem(self.keys.registry, self.name)
+        return deleted
+
+    async def close(self) -> None:
+        """Close the connection pool, unless the caller passed its own client."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Queue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _flatten(mapping: Any) -> list[Any]:
+    if isinstance(mapping, Mapping):
+        return [item for pair in mapping.items() for item in pair]
+    return list(mapping)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,353 @@
+"""Worker: claim jobs, run the processor, record the outcome — with leases and stall recovery.
+
+Example::
+
+    async def send(job: Job) -> str:
+        await mailer.send(**job.data)
+        return "sent"
+
+    worker = Worker("emails", send, concurrency=20, dead_letter_queue="emails-dlq")
+    await worker.run()          # until worker.close() is awaited elsewhere
+
+Processors may be ``async def`` functions or plain functions (run in a thread pool of
+``concurrency`` threads). A job is processed at least once: make processors idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import socket
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from . import _scripts
+from ._connection import TRANSIENT_ERRORS, connect, now_ms
+from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, parse_claimed
+from ._execution import run_processor as _run_processor
+from ._keys import QueueKeys, validate_name
+from ._lease import LeaseKeeper
+from .dead_letter import DeadLetterQueueOptions
+from .errors import LockLostError
+from .queue import DEFAULT_MAX_EVENTS
+
+log = logging.getLogger("lazarus.worker")
+
+WorkerEvent = Literal["active", "completed", "failed", "deadLettered", "retrying", "error", "lost"]
+_EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error", "lost")
+MAX_BACKOFF = 5.0
+
+
+def _positive(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{field} must be an int >= 1, got {value!r}")
+    return value
+
+
+class Worker:
+    """Processes the jobs of one queue.
+
+    ``dead_letter_queue`` (a queue name or :class:`DeadLetterQueueOptions`) receives jobs that
+    fail for good: attempts exhausted, :class:`UnrecoverableError`, :class:`DeadLetterError`,
+    or stalled more than ``max_stalled_count`` times. Without it they go to ``failed``.
+
+    With ``autorun`` (the default) a worker created inside a running event loop starts at
+    once; otherwise call :meth:`run`.
+    """
+
+    def __init__(
+        self,
+        queue_name: str,
+        processor: Processor,
+        *,
+        connection: str | Redis | None = None,
+        prefix: str = "lazarus",
+        concurrency: int = 1,
+        lock_duration: int = 30_000,
+        stalled_interval: int = 30_000,
+        max_stalled_count: int = 1,
+        autorun: bool = True,
+        dead_letter_queue: str | DeadLetterQueueOptions | None = None,
+        block_timeout: float = 5.0,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        shutdown_timeout: float = 30.0,
+        name: str | None = None,
+    ) -> None:
+        if not callable(processor):
+            raise TypeError("processor must be callable")
+        self.queue_name = validate_name(queue_name, "queue_name")
+        self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
+        self.concurrency = _positive(concurrency, "concurrency")
+        self.lock_duration = _positive(lock_duration, "lock_duration")
+        self.stalled_interval = _positive(stalled_interval, "stalled_interval")
+        if isinstance(max_stalled_count, bool) or not isinstance(max_stalled_count, int) \
+                or max_stalled_count < 0:  # fmt: skip
+            raise ValueError(f"max_stalled_count must be an int >= 0, got {max_stalled_count!r}")
+        self.max_stalled_count = max_stalled_count
+        self.dead_letter_queue = self._dlq_options(dead_letter_queue)
+        self.block_timeout = block_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._processor = processor
+        self._owns_client = not isinstance(connection, Redis)
+        self._client = connect(connection, max_connections=None)
+        self._check_slots()
+        self._ctx = ExecutionContext(
+            client=self._client,
+            keys=self.keys,
+            dlq_keys=QueueKeys(prefix, self.dead_letter_queue.queue_name)
+            if self.dead_letter_queue else None,
+            token_base=self.name,
+            lock_ms=self.lock_duration,
+            max_events=max_events,
+            executor=None if inspect.iscoroutinefunction(processor)
+            else ThreadPoolExecutor(concurrency, thread_name_prefix=f"lazarus-{queue_name}"),
+        )  # fmt: skip
+        self._held: dict[str, str] = {}
+        self._lost: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slot_freed = asyncio.Event()
+        self._listeners: dict[str, list[Callable[..., Any]]] = defaultdict(list)
+        self._closing = False
+        self._run_task: asyncio.Task[None] | None = None
+        self._wait_task: asyncio.Task[Any] | None = None
+        if autorun:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                self._run_task = loop.create_task(self.run())
+
+    def _dlq_options(
+        self, value: str | DeadLetterQueueOptions | None
+    ) -> DeadLetterQueueOptions | None:
+        if value is None:
+            return None
+        options = DeadLetterQueueOptions(value) if isinstance(value, str) else value
+        if not isinstance(options, DeadLetterQueueOptions):
+            raise TypeError("dead_letter_queue must be a queue name or DeadLetterQueueOptions")
+        if options.queue_name == self.queue_name:
+            raise ValueError("dead_letter_queue must not be the worker's own queue")
+        return options
+
+    def _check_slots(self) -> None:
+        if self.dead_letter_queue is None or not isinstance(self._client, RedisCluster):
+            return
+        own = self._client.keyslot(self.keys.wait)
+        other = self._client.keyslot(
+            QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name).wait
+        )
+        if own != other:
+            raise ValueError(
+                f"queue {self.queue_name!r} and dead_letter_queue "
+                f"{self.dead_letter_queue.queue_name!r} hash to different cluster slots; "
+                "give both names the same hash tag, for example 'payments' and "
+                "'{payments}-dlq'"
+            )
+
+    # -- events ----------------------------------------------------------------------------
+
+    def on(self, event: WorkerEvent, callback: Callable[..., Any]) -> None:
+        """Call ``callback`` on a local event: ``active(job)``, ``completed(job, result)``,
+        ``failed(job, error)``, ``retrying(job, error)``, ``deadLettered(job, dead_letter_id)``,
+        ``lost(job_id)``, ``error(exception)``. Callbacks may be sync or async."""
+        if event not in _EVENTS:
+            raise ValueError(f"unknown worker event {event!r}; expected one of {_EVENTS}")
+        self._listeners[event].append(callback)
+
+    async def _emit(self, event: str, *args: Any) -> None:
+        for callback in list(self._listeners.get(event, ())):
+            try:
+                result = callback(*args)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("worker %s: %r listener failed", self.name, event)
+
+    # -- running ---------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._run_task is not None and not self._run_task.done()
+
+    async def run(self) -> None:
+        """Process jobs until :meth:`close`."""
+        current = asyncio.current_task()
+        if (
+            self._run_task is not None
+            and self._run_task is not current
+            and not self._run_task.done()
+        ):
+            await asyncio.shield(self._run_task)
+            return
+        self._run_task = current
+        await self._client.sadd(self.keys.registry, self.queue_name)
+        keeper = LeaseKeeper(
+            self._ctx, lambda: dict(self._held),
+            stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,
+            on_lost=self._mark_lost, on_error=self._report_error,
+        )  # fmt: skip
+        lease_task = asyncio.create_task(keeper.run())
+        try:
+            await self._main_loop()
+        finally:
+            lease_task.cancel()
+            await asyncio.gather(lease_task, return_exceptions=True)
+
+    async def _main_loop(self) -> None:
+        failures = 0
+        while not self._closing:
+            free = self.concurrency - len(self._tasks)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            try:
+                claimed, next_due = await self._claim(free)
+                if not claimed:
+                    await self._wait_for_work(next_due)
+                failures = 0
+            except TRANSIENT_ERRORS as exc:
+                failures += 1
+                self._report_error(exc)
+                await asyncio.sleep(min(0.1 * 2**failures, MAX_BACKOFF))
+                continue
+            for job in claimed:
+                self._start(job)
+
+    async def _claim(self, count: int) -> tuple[list[ClaimedJob], int]:
+        reply = await _scripts.load("claim_jobs")(
+            self._client, self.keys.group,
+            [now_ms(), self.name, self.lock_duration, count, self._ctx.max_events],
+        )  # fmt: skip
+        jobs = [parse_claimed(item, self.queue_name) for item in reply[1:]]
+        return [j for j in jobs if j is not None], int(reply[0])
+
+    async def _wait_for_work(self, next_due: int) -> None:
+        timeout = self.block_timeout
+        if next_due >= 0:
+            timeout = min(timeout, max((next_due - now_ms()) / 1000, 0.001))
+        self._wait_task = asyncio.ensure_future(
+            self._client.bzpopmin(self.keys.marker, timeout=max(timeout, 0.001))
+        )
+        try:
+            await self._wait_task
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+        finally:
+            self._wait_task = None
+
+    def _start(self, claimed: ClaimedJob) -> None:
+        task = asyncio.create_task(self._work(claimed))
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slot_freed.set()
+
+    async def _work(self, claimed: ClaimedJob | None) -> None:
+        """Run jobs one after another in this slot while the outcome script hands out more."""
+        while claimed is not None:
+            self._held[claimed.job.id] = claimed.token
+            claimed = await self._execute(claimed)
+
+    async def _execute(self, claimed: ClaimedJob) -> ClaimedJob | None:
+        job = claimed.job
+        await self._emit("active", job)
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = await _run_processor(self._processor, job, self._ctx.executor)
+        except Exception as exc:
+            error = exc
+        try:
+            outcome, next_job = await self._record(claimed, result, error)
+        finally:
+            self._held.pop(job.id, None)
+        if outcome is not None:
+            await self._announce(job, outcome)
+        return next_job
+
+    async def _record(
+        self, claimed: ClaimedJob, result: Any, error: BaseException | None
+    ) -> tuple[Outcome | None, ClaimedJob | None]:
+        """Record the outcome, retrying transient Redis errors until the lease would expire."""
+        deadline = now_ms() + self.lock_duration
+        attempt = 0
+        while True:
+            try:
+                return await finish(self._ctx, claimed, result, error, not self._closing)
+            except LockLostError as exc:
+                self._lost.discard(claimed.job.id)
+                log.warning("worker %s: %s; the outcome is dropped", self.name, exc)
+                await self._emit("lost", claimed.job.id)
+                return None, None
+            except TRANSIENT_ERRORS as exc:
+                attempt += 1
+                self._report_error(exc)
+                if now_ms() >= deadline:
+                    log.error("worker %s: giving up on job %s; it will stall and be retried",
+                              self.name, claimed.job.id)  # fmt: skip
+                    return None, None
+                await asyncio.sleep(min(0.05 * 2**attempt, MAX_BACKOFF))
+
+    async def _announce(self, job: Any, outcome: Outcome) -> None:
+        if outcome.kind == "completed":
+            await self._emit("completed", job, outcome.result)
+        elif outcome.kind == "retrying":
+            await self._emit("retrying", job, outcome.error)
+        else:
+            await self._emit("failed", job, outcome.error)
+            if outcome.kind == "dead_lettered":
+                await self._emit("deadLettered", job, outcome.dead_letter_id)
+
+    def _mark_lost(self, job_id: str) -> None:
+        self._lost.add(job_id)
+        log.warning("worker %s: lost the lock of job %s", self.name, job_id)
+
+    def _report_error(self, exc: BaseException) -> None:
+        log.warning("worker %s: %s: %s", self.name, type(exc).__name__, exc)
+        for callback in self._listeners.get("error", ()):
+            try:
+                callback(exc)
+            except Exception:
+                log.exception("worker %s: 'error' listener failed", self.name)
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Stop claiming, let running jobs finish (up to ``timeout`` seconds, by default
+        ``shutdown_timeout``), then release the connection. Jobs still running after the
+        timeout are cancelled; their leases expire and another worker retries them."""
+        self._closing = True
+        self._slot_freed.set()
+        if self._wait_task is not None:
+            self._wait_task.cancel()
+        if self._tasks:
+            _, pending = await asyncio.wait(
+                set(self._tasks), timeout=timeout or self.shutdown_timeout
+            )
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._run_task is not None and self._run_task is not asyncio.current_task():
+            await asyncio.gather(self._run_task, return_exceptions=True)
+        if self._ctx.executor is not None:
+            self._ctx.executor.shutdown(wait=False)
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Worker:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,94 @@
+"""Fixtures: one real redis-server per test session, a unique key prefix per test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import Queue, Worker
+from lazarus.embedded import EmbeddedRedis
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[EmbeddedRedis]:
+    executable = os.environ.get("LAZARUS_TEST_REDIS_SERVER") or None
+    with EmbeddedRedis(executable=executable) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: EmbeddedRedis) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A plain client for assertions on the keys themselves."""
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def prefix(raw: aioredis.Redis) -> AsyncIterator[str]:
+    """A key prefix of this test's own; its keys are deleted afterwards."""
+    value = f"t{uuid.uuid4().hex[:12]}"
+    yield value
+    keys = [k async for k in raw.scan_iter(match=f"{value}:*", count=1000)]
+    if keys:
+        await raw.unlink(*keys)
+
+
+@pytest.fixture
+async def queue(redis_url: str, prefix: str) -> AsyncIterator[Queue]:
+    q = Queue("jobs", connection=redis_url, prefix=prefix)
+    yield q
+    await q.close()
+
+
+@pytest.fixture
+async def dlq(redis_url: str, prefix: str) -> AsyncIterator[Queue]:
+    q = Queue("jobs-dlq", connection=redis_url, prefix=prefix)
+    yield q
+    await q.close()
+
+
+@pytest.fixture
+async def make_worker(
+    redis_url: str, prefix: str
+) -> AsyncIterator[Callable[..., Worker]]:
+    """Build workers on this test's prefix; every one is closed at the end."""
+    workers: list[Worker] = []
+
+    def build(processor: Callable[..., Any], queue_name: str = "jobs", **options: Any) -> Worker:
+        options.setdefault("connection", redis_url)
+        options.setdefault("prefix", prefix)
+        options.setdefault("block_timeout", 0.5)
+        worker = Worker(queue_name, processor, **options)
+        workers.append(worker)
+        return worker
+
+    yield build
+    await asyncio.gather(*(w.close(timeout=5) for w in workers))
+
+
+async def wait_until(
+    condition: Callable[[], Awaitable[bool]], timeout: float = 10.0, message: str = ""
+) -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await condition():
+        if loop.time() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {message or condition}")
+        await asyncio.sleep(0.01)
+
+
+async def keys_of(raw: aioredis.Redis, prefix: str) -> set[str]:
+    return {k async for k in raw.scan_iter(match=f"{prefix}:*", count=1000)}
