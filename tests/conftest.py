@@ -60,9 +60,7 @@ async def dlq(redis_url: str, prefix: str) -> AsyncIterator[Queue]:
 
 
 @pytest.fixture
-async def make_worker(
-    redis_url: str, prefix: str
-) -> AsyncIterator[Callable[..., Worker]]:
+async def make_worker(redis_url: str, prefix: str) -> AsyncIterator[Callable[..., Worker]]:
     """Build workers on this test's prefix; every one is closed at the end."""
     workers: list[Worker] = []
 

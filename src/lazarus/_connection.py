@@ -8,6 +8,8 @@ import time
 from collections.abc import AsyncIterator
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -40,6 +42,9 @@ def connect(connection: str | Redis | None, *, max_connections: int | None = Non
         socket_keepalive=True,
         health_check_interval=30,
         max_connections=max_connections,
+        # A pooled connection goes stale when Redis restarts: retry on a fresh one.
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.02), 3),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
     )
 
 

@@ -9,6 +9,7 @@ after too many stalls).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,11 @@ class LeaseKeeper:
         self._max_stalled = max_stalled_count
         self._on_lost = on_lost
         self._on_error = on_error
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return; it does at its next pause."""
+        self._stop.set()
 
     async def renew(self) -> None:
         """Extend the lease of every job this worker holds; report the ones it lost."""
@@ -83,11 +89,11 @@ class LeaseKeeper:
                 return total
 
     async def run(self) -> None:
-        """Renew and sweep until cancelled; transient Redis errors are reported and retried."""
+        """Renew and sweep until stopped; transient Redis errors are reported and retried."""
         renew_every = max(self._ctx.lock_ms / 2000, 0.01)
         next_sweep = 0.0
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._stop.is_set():
             try:
                 await self.renew()
                 if loop.time() >= next_sweep:
@@ -95,4 +101,7 @@ class LeaseKeeper:
                     next_sweep = loop.time() + self._stalled_interval
             except TRANSIENT_ERRORS as exc:
                 self._on_error(exc)
-            await asyncio.sleep(min(renew_every, self._stalled_interval))
+            # An event, not a bare sleep: cancelling a task inside a Redis call is not always
+            # delivered, and stop() must not wait a whole renew period.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), min(renew_every, self._stalled_interval))

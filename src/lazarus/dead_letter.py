@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import string
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _codec, _scripts
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 DEFAULT_BATCH = 500
 Progress = Callable[[int], Any]
 TimeBound = int | datetime.datetime | None
+# scan_dead_letters folds the stored reason with Lua's string.lower, which knows ASCII only;
+# the filter must be folded the same way, or a non-ASCII reason would not even match itself.
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +101,7 @@ class DeadLetterFilter:
         since, until = _ms(self.since, "filter.since"), _ms(self.until, "filter.until")
         return [
             self.name or "",
-            (self.failed_reason or "").lower(),
+            (self.failed_reason or "").translate(_ASCII_LOWER),
             self.source_queue or "",
             self.error_type or "",
             "" if since is None else str(since),
@@ -272,14 +276,14 @@ class DeadLetterMixin:
         """
         return await self._bulk(filter, batch_size, on_progress, self._replay_batch)
 
-    async def _replay_batch(self, matches: list[tuple[str, str]]) -> int:
+    async def _replay_batch(self, matches: list[tuple[str, str]]) -> tuple[int, int]:
         by_source: dict[str, list[tuple[str, list[str]]]] = {}
         for dl_id, source in matches:
             by_source.setdefault(source, []).append((dl_id, ["", "", ""]))
-        done = 0
+        results: list[str | int] = []
         for source, items in by_source.items():
-            done += sum(isinstance(r, str) for _, r in await self._replay(source, items))
-        return done
+            results += [r for _, r in await self._replay(source, items)]
+        return _batch_outcome(results, lambda r: isinstance(r, str))
 
     # -- purge -----------------------------------------------------------------------------
 
@@ -305,30 +309,43 @@ class DeadLetterMixin:
         """Delete every dead letter that matches ``filter``, batch by batch; returns the count."""
         return await self._bulk(filter, batch_size, on_progress, self._purge_batch)
 
-    async def _purge_batch(self, matches: list[tuple[str, str]]) -> int:
-        return sum(r == 1 for r in await self._purge([dl_id for dl_id, _ in matches]))
+    async def _purge_batch(self, matches: list[tuple[str, str]]) -> tuple[int, int]:
+        results = await self._purge([dl_id for dl_id, _ in matches])
+        return _batch_outcome(list(results), lambda r: r == 1)
 
     async def _bulk(
         self,
         filter: DeadLetterFilter | None,
         batch_size: int,
         on_progress: Progress | None,
-        act: Callable[[list[tuple[str, str]]], Any],
+        act: Callable[[list[tuple[str, str]]], Awaitable[tuple[int, int]]],
     ) -> int:
         flt, window = _check_filter(filter), _check_batch(batch_size)
         skip = total = 0
         while True:
             read, matches = await self._scan(skip, window, flt)
-            done = await act(matches) if matches else 0
+            done, gone = await act(matches) if matches else (0, 0)
             total += done
-            # Entries acted on left the list; the others stay behind the oldest end.
-            skip += read - done
+            # Matches acted on here, or taken by another client since the scan, left the
+            # list; only the others stay behind the oldest end and are skipped next time.
+            skip += read - gone
             if matches and on_progress is not None:
                 result = on_progress(total)
                 if hasattr(result, "__await__"):
                     await result
             if read < window:
                 return total
+
+
+def _batch_outcome(
+    results: list[str | int], succeeded: Callable[[str | int], bool]
+) -> tuple[int, int]:
+    """``(done, gone)`` of one batch: how many this call handled, and how many matches left
+    the list (handled here or by another client first); a match that turned out not to be a
+    dead letter (``NOT_A_DEAD_LETTER``) stays in the list."""
+    done = sum(1 for r in results if succeeded(r))
+    gone = sum(1 for r in results if r != ErrorCode.NOT_A_DEAD_LETTER)
+    return done, gone
 
 
 __all__ = [

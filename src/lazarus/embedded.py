@@ -141,7 +141,8 @@ class EmbeddedRedis:
             self.socket_path = str(Path(self._dir.name) / "redis.sock")
             args += ["--port", "0", "--unixsocket", self.socket_path, "--unixsocketperm", "700"]
         else:
-            self.port = self._port or _free_port()
+            # A restart keeps the address, so clients can reconnect.
+            self.port = self._port or self.port or _free_port()
             args += ["--port", str(self.port), "--bind", "127.0.0.1"]
         args += self._extra_args
         self._process = subprocess.Popen(

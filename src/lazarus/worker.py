@@ -200,8 +200,10 @@ class Worker:
         try:
             await self._main_loop()
         finally:
-            lease_task.cancel()
-            await asyncio.gather(lease_task, return_exceptions=True)
+            keeper.stop()
+            _, pending = await asyncio.wait({lease_task}, timeout=self.shutdown_timeout)
+            for task in pending:
+                task.cancel()
 
     async def _main_loop(self) -> None:
         failures = 0

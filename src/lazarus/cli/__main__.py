@@ -1,0 +1,3 @@
+from lazarus.cli import main
+
+main()

@@ -1,0 +1,23 @@
+"""Processors for tests that run a worker in a separate process (``lazarus worker``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from lazarus import Job
+
+
+async def mark_then_hang(job: Job) -> None:
+    """Record that the job started (in Redis), then hang until the process is killed."""
+    client = aioredis.Redis.from_url(os.environ["LAZARUS_REDIS_URL"])
+    await client.rpush(job.data["marker"], f"{os.getpid()}")
+    await client.aclose()
+    await asyncio.sleep(3600)
+
+
+def echo(job: Job) -> Any:
+    return job.data

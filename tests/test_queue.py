@@ -1,0 +1,186 @@
+"""Queue: adding, reading back, counting, pausing, cleaning — and bad input writing nothing."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import Backoff, JobNotFoundError, Queue, RedisUnavailableError
+
+from .conftest import keys_of
+
+
+async def test_added_job_is_waiting_with_its_data_and_options(queue: Queue) -> None:
+    job = await queue.add(
+        "email", {"to": "ada@example.com"}, attempts=3, backoff={"type": "exponential", "delay": 50}
+    )
+
+    stored = await queue.get_job(job.id)
+
+    assert stored is not None
+    assert stored.name == "email"
+    assert stored.data == {"to": "ada@example.com"}
+    assert stored.opts.attempts == 3
+    assert stored.opts.backoff == Backoff("exponential", 50)
+    assert stored.attempts_made == 0
+    assert stored.timestamp > 0
+    assert await queue.get_job_state(job.id) == "waiting"
+
+
+async def test_payload_round_trips_every_json_type_and_big_integers(queue: Queue) -> None:
+    payload = {"big": 2**64 + 1, "neg": -(2**70), "f": 1.5, "s": "é✓", "n": None, "t": True,
+               "empty_list": [], "empty_obj": {}, "nested": [[], {}, [1, [2]]]}  # fmt: skip
+    for data in (payload, [1, "two", None], "text", 42, None, False):
+        job = await queue.add("kind", data)
+        stored = await queue.get_job(job.id)
+        assert stored is not None
+        assert stored.data == data
+        assert type(stored.data) is type(data)
+
+
+async def test_get_job_of_unknown_id_is_none_and_state_unknown(queue: Queue) -> None:
+    assert await queue.get_job("nope") is None
+    assert await queue.get_job_state("nope") == "unknown"
+
+
+async def test_adding_an_existing_job_id_returns_it_and_writes_nothing(queue: Queue) -> None:
+    first = await queue.add("a", {"v": 1}, job_id="order-1")
+
+    second = await queue.add("a", {"v": 2}, job_id="order-1")
+
+    assert second.id == first.id == "order-1"
+    assert second.data == {"v": 1}
+    assert await queue.get_waiting_count() == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "options", "error", "fragment"),
+    [
+        ("", {}, {}, ValueError, "job name"),
+        ("n", {"when": object()}, {}, TypeError, "data['when']"),
+        ("n", {"a": [1, {2, 3}]}, {}, TypeError, "data['a'][1]"),
+        ("n", {1: "x"}, {}, TypeError, "key 1"),
+        ("n", {"x": float("nan")}, {}, ValueError, "data['x']"),
+        ("n", {}, {"attempts": 0}, ValueError, "attempts"),
+        ("n", {}, {"attempts": "3"}, TypeError, "attempts"),
+        ("n", {}, {"delay": -1}, ValueError, "delay"),
+        ("n", {}, {"priority": 2**21 + 1}, ValueError, "priority"),
+        ("n", {}, {"backoff": {"type": "linear", "delay": 5}}, ValueError, "backoff.type"),
+        ("n", {}, {"backoff": {"delay": -5}}, ValueError, "backoff.delay"),
+        ("n", {}, {"remove_on_complete": {"age": -1}}, ValueError, "remove_on_complete.age"),
+        ("n", {}, {"remove_on_fail": "yes"}, TypeError, "remove_on_fail"),
+        ("n", {}, {"job_id": "has space"}, ValueError, "job_id"),
+    ],
+)
+async def test_bad_input_raises_naming_the_field_and_writes_nothing(
+    queue: Queue, raw: aioredis.Redis, prefix: str, name: str, data: object,
+    options: dict[str, object], error: type[Exception], fragment: str,
+) -> None:  # fmt: skip
+    with pytest.raises(error, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        await queue.add(name, data, **options)  # type: ignore[arg-type]
+
+    assert await keys_of(raw, prefix) == set()
+
+
+async def test_payload_over_the_size_limit_is_rejected(redis_url: str, prefix: str,
+                                                       raw: aioredis.Redis) -> None:  # fmt: skip
+    small = Queue("jobs", connection=redis_url, prefix=prefix, max_payload_bytes=100)
+    with pytest.raises(ValueError, match="over the limit of 100"):
+        await small.add("big", "x" * 200)
+    await small.close()
+    assert await keys_of(raw, prefix) == set()
+
+
+async def test_add_bulk_with_one_bad_job_writes_none_of_them(
+    queue: Queue, raw: aioredis.Redis, prefix: str
+) -> None:
+    jobs = [{"name": "ok", "data": i} for i in range(10)] + [{"name": "bad", "data": {1, 2}}]
+
+    with pytest.raises(TypeError, match=r"jobs\[10\]"):
+        await queue.add_bulk(jobs)
+
+    assert await keys_of(raw, prefix) == set()
+
+
+async def test_add_bulk_adds_in_order(queue: Queue) -> None:
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(1200)])
+
+    waiting = await queue.get_waiting(0, -1)
+
+    assert len(jobs) == 1200
+    assert [j.data for j in reversed(waiting)] == list(range(1200))
+
+
+async def test_queue_names_with_braces_are_rejected(redis_url: str) -> None:
+    with pytest.raises(ValueError, match="queue name"):
+        Queue("a{b}", connection=redis_url)
+
+
+async def test_priorities_and_delays_land_in_their_states(queue: Queue) -> None:
+    urgent = await queue.add("n", None, priority=1)
+    later = await queue.add("n", None, delay=60_000)
+
+    assert await queue.get_job_state(urgent.id) == "prioritized"
+    assert await queue.get_job_state(later.id) == "delayed"
+    counts = await queue.get_job_counts()
+    assert counts["prioritized"] == 1
+    assert counts["delayed"] == 1
+    assert [j.id for j in await queue.get_delayed()] == [later.id]
+    assert [j.id for j in await queue.get_prioritized()] == [urgent.id]
+
+
+async def test_paused_queue_reports_paused_and_resume_restores(queue: Queue) -> None:
+    job = await queue.add("n", None)
+
+    await queue.pause()
+    assert await queue.is_paused()
+    assert await queue.get_job_state(job.id) == "paused"
+    assert (await queue.get_job_counts())["paused"] == 1
+
+    await queue.resume()
+    assert await queue.get_job_state(job.id) == "waiting"
+
+
+async def test_remove_deletes_a_waiting_job(queue: Queue) -> None:
+    job = await queue.add("n", None)
+
+    await queue.remove(job.id)
+
+    assert await queue.get_job(job.id) is None
+    assert await queue.get_waiting_count() == 0
+    with pytest.raises(JobNotFoundError):
+        await queue.remove(job.id)
+
+
+async def test_clean_removes_old_waiting_jobs_oldest_first(queue: Queue) -> None:
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(5)])
+
+    removed = await queue.clean(0, limit=3, state="waiting")
+
+    assert removed == [j.id for j in jobs[:3]]
+    assert await queue.get_waiting_count() == 2
+
+
+async def test_clean_rejects_bad_arguments(queue: Queue) -> None:
+    with pytest.raises(ValueError, match="state"):
+        await queue.clean(0, state="active")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="grace_ms"):
+        await queue.clean(-1)
+
+
+async def test_obliterate_deletes_every_key_of_the_queue(
+    queue: Queue, raw: aioredis.Redis, prefix: str
+) -> None:
+    await queue.add_bulk([{"name": "n", "data": i, "delay": i * 1000} for i in range(20)])
+
+    await queue.obliterate()
+
+    assert await keys_of(raw, prefix) == set()
+
+
+async def test_unreachable_redis_raises_a_clear_error_naming_the_address() -> None:
+    queue = Queue("jobs", connection="redis://127.0.0.1:1/0")
+
+    with pytest.raises(RedisUnavailableError, match=r"127\.0\.0\.1:1\b"):
+        await queue.add("n", None)
+    await queue.close()

@@ -1,0 +1,404 @@
+"""Worker: processing, ordering, retries, stalls, lost locks, crashes and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import Backoff, Job, Queue, UnrecoverableError, Worker, _scripts
+from lazarus.embedded import EmbeddedRedis
+
+from .conftest import wait_until
+
+MakeWorker = Callable[..., Worker]
+
+
+def on_count(worker: Worker, event: str, target: int) -> asyncio.Event:
+    """An event set once the worker has emitted ``event`` ``target`` times."""
+    done, seen = asyncio.Event(), [0]
+
+    def count(*_: Any) -> None:
+        seen[0] += 1
+        if seen[0] >= target:
+            done.set()
+
+    worker.on(event, count)  # type: ignore[arg-type]
+    return done
+
+
+async def test_worker_completes_a_job_and_stores_its_return_value(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    job = await queue.add("double", {"n": 21})
+    worker = make_worker(lambda j: {"result": j.data["n"] * 2}, autorun=False)
+    done = on_count(worker, "completed", 1)
+
+    running = asyncio.create_task(worker.run())
+    await asyncio.wait_for(done.wait(), 10)
+
+    stored = await queue.get_job(job.id)
+    assert stored is not None
+    assert stored.return_value == {"result": 42}
+    assert stored.attempts_made == 1
+    assert stored.processed_on is not None and stored.finished_on is not None
+    assert await queue.get_job_state(job.id) == "completed"
+    assert not running.done()
+
+
+async def test_sync_processor_runs_in_a_thread_and_async_in_the_loop(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    threads: list[str] = []
+    loop_thread = threading.current_thread().name
+    await queue.add("n", None)
+    worker = make_worker(lambda j: threads.append(threading.current_thread().name))
+    done = on_count(worker, "completed", 1)
+
+    await asyncio.wait_for(done.wait(), 10)
+
+    assert threads and threads[0] != loop_thread
+
+
+async def test_jobs_run_in_fifo_order_with_one_slot(queue: Queue, make_worker: MakeWorker) -> None:
+    await queue.add_bulk([{"name": "n", "data": i} for i in range(50)])
+    order: list[int] = []
+
+    async def record(job: Job) -> None:
+        order.append(job.data)
+
+    worker = make_worker(record, concurrency=1)
+    await asyncio.wait_for(on_count(worker, "completed", 50).wait(), 20)
+
+    assert order == list(range(50))
+
+
+async def test_unprioritized_jobs_run_first_then_lowest_priority_number(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    await queue.add("p3", None, priority=3)
+    await queue.add("p1", None, priority=1)
+    await queue.add("none", None)
+    await queue.add("p2", None, priority=2)
+    await queue.add("p1-second", None, priority=1)
+    order: list[str] = []
+
+    async def record(job: Job) -> None:
+        order.append(job.name)
+
+    worker = make_worker(record, concurrency=1)
+    await asyncio.wait_for(on_count(worker, "completed", 5).wait(), 10)
+
+    assert order == ["none", "p1", "p1-second", "p2", "p3"]
+
+
+async def test_delayed_job_does_not_run_before_it_is_due(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    job = await queue.add("later", None, delay=300)
+    worker = make_worker(lambda j: None)
+
+    await asyncio.wait_for(on_count(worker, "completed", 1).wait(), 10)
+
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.processed_on is not None
+    assert stored.processed_on >= stored.timestamp + 300
+
+
+async def test_failing_job_is_retried_with_backoff_then_succeeds(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    calls: list[int] = []
+
+    async def flaky(job: Job) -> str:
+        calls.append(job.attempts_made)
+        if len(calls) < 3:
+            raise ConnectionError(f"transient {len(calls)}")
+        return "ok"
+
+    job = await queue.add("flaky", None, attempts=3, backoff={"type": "fixed", "delay": 100})
+    worker = make_worker(flaky)
+    await asyncio.wait_for(on_count(worker, "completed", 1).wait(), 10)
+
+    stored = await queue.get_job(job.id)
+    assert stored is not None
+    assert calls == [0, 1, 2]
+    assert stored.attempts_made == 3
+    assert len(stored.stacktrace) == 2
+    assert "transient 2" in stored.stacktrace[1]
+    assert [a.error for a in stored.attempts] == ["transient 1", "transient 2"]
+    assert stored.attempts[1].started_at - stored.attempts[0].finished_at >= 100
+    assert stored.return_value == "ok"
+
+
+def test_exponential_backoff_doubles_each_attempt() -> None:
+    backoff = Backoff("exponential", 100)
+    assert [backoff.wait_ms(n) for n in (1, 2, 3, 4)] == [100, 200, 400, 800]
+    assert Backoff("fixed", 70).wait_ms(5) == 70
+
+
+async def test_job_that_exhausts_its_attempts_fails_with_every_stacktrace(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    async def broken(job: Job) -> None:
+        raise RuntimeError("always broken")
+
+    job = await queue.add("broken", {"x": 1}, attempts=2)
+    worker = make_worker(broken)
+    await asyncio.wait_for(on_count(worker, "failed", 1).wait(), 10)
+
+    stored = await queue.get_job(job.id)
+    assert stored is not None
+    assert await queue.get_job_state(job.id) == "failed"
+    assert stored.failed_reason == "always broken"
+    assert stored.error_type == "RuntimeError"
+    assert stored.attempts_made == 2
+    assert len(stored.stacktrace) == 2
+    assert await queue.get_failed_count() == 1
+
+
+async def test_unrecoverable_error_ends_retries_at_once(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    async def refuse(job: Job) -> None:
+        raise UnrecoverableError("bad payload")
+
+    job = await queue.add("n", None, attempts=5)
+    worker = make_worker(refuse)
+    await asyncio.wait_for(on_count(worker, "failed", 1).wait(), 10)
+
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.attempts_made == 1
+    assert await queue.get_job_state(job.id) == "failed"
+
+
+async def test_a_thousand_jobs_at_concurrency_twenty_each_complete_exactly_once(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(1000)])
+    runs: collections.Counter[str] = collections.Counter()
+
+    async def work(job: Job) -> None:
+        runs[job.id] += 1
+        await asyncio.sleep(0)
+
+    worker = make_worker(work, concurrency=20)
+    await asyncio.wait_for(on_count(worker, "completed", 1000).wait(), 60)
+
+    assert set(runs) == {j.id for j in jobs}
+    assert set(runs.values()) == {1}
+    assert await queue.get_completed_count() == 1000
+
+
+async def test_two_workers_share_a_queue_without_running_a_job_twice(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    await queue.add_bulk([{"name": "n", "data": i} for i in range(300)])
+    runs: collections.Counter[int] = collections.Counter()
+
+    async def work(job: Job) -> None:
+        runs[job.data] += 1
+
+    first, second = make_worker(work, concurrency=5), make_worker(work, concurrency=5)
+    done = asyncio.Event()
+
+    async def check(*_: Any) -> None:
+        if await queue.get_completed_count() == 300:
+            done.set()
+
+    first.on("completed", check)
+    second.on("completed", check)
+    await asyncio.wait_for(done.wait(), 30)
+
+    assert sorted(runs) == list(range(300))
+    assert set(runs.values()) == {1}
+
+
+async def test_worker_claims_nothing_while_the_queue_is_paused(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    await queue.pause()
+    job = await queue.add("n", None)
+    worker = make_worker(lambda j: None)
+    claimed = await _scripts.load("claim_jobs")(
+        queue.client, queue.keys.group, [0, "probe", 1000, 5, 100]
+    )
+    assert claimed[1:] == []
+
+    await queue.resume()
+    await asyncio.wait_for(on_count(worker, "completed", 1).wait(), 10)
+    assert await queue.get_job_state(job.id) == "completed"
+
+
+async def test_remove_on_complete_keeps_only_the_newest(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    await queue.add_bulk([{"name": "n", "data": i, "remove_on_complete": 2} for i in range(5)])
+    gone = await queue.add("gone", None, remove_on_complete=True)
+    worker = make_worker(lambda j: None, concurrency=1)
+
+    await asyncio.wait_for(on_count(worker, "completed", 6).wait(), 10)
+
+    assert await queue.get_job(gone.id) is None
+    kept = await queue.get_completed()
+    assert sorted(j.data for j in kept) == [3, 4]
+
+
+async def test_worker_that_lost_its_lock_cannot_complete_the_job(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    release = asyncio.Event()
+    started = asyncio.Event()
+    runs: list[int] = []
+
+    async def slow(job: Job) -> str:
+        runs.append(len(runs) + 1)
+        started.set()
+        await release.wait()
+        return f"run {len(runs)}"
+
+    job = await queue.add("n", None)
+    worker = make_worker(slow, stalled_interval=60_000)
+    lost = on_count(worker, "lost", 1)
+    completed = on_count(worker, "completed", 1)
+    await asyncio.wait_for(started.wait(), 10)
+    # The lease expires (as if the worker had blocked) and a sweep takes the job back.
+    await raw.zadd(queue.keys.leases, {job.id: 0})
+    swept = await _scripts.load("sweep_stalled")(
+        raw, [*queue.keys.group, queue.keys.failed], [1, 1, 100, "jobs", "", "spare"]
+    )
+    assert swept[0] == [job.id]
+
+    release.set()
+    await asyncio.wait_for(lost.wait(), 10)
+    await asyncio.wait_for(completed.wait(), 10)
+
+    # The first run's outcome was refused; the job ran again under a new lock.
+    stored = await queue.get_job(job.id)
+    assert stored is not None
+    assert runs == [1, 2]
+    assert stored.return_value == "run 2"
+    assert [a.outcome for a in stored.attempts] == ["stalled"]
+
+
+async def test_close_lets_the_running_job_finish(queue: Queue, make_worker: MakeWorker) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(job: Job) -> str:
+        started.set()
+        await release.wait()
+        return "finished"
+
+    job = await queue.add("n", None)
+    worker = make_worker(slow)
+    await asyncio.wait_for(started.wait(), 10)
+
+    closing = asyncio.create_task(worker.close(timeout=10))
+    release.set()
+    await asyncio.wait_for(closing, 10)
+
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.return_value == "finished"
+
+
+@pytest.mark.timeout(60)
+async def test_job_of_a_worker_killed_mid_job_is_recovered_by_another_worker(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis, redis_url: str, prefix: str
+) -> None:
+    marker = f"{prefix}:started"
+    job = await queue.add("n", {"marker": marker})
+    env = {**os.environ, "LAZARUS_REDIS_URL": redis_url}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lazarus.cli", "worker", "tests.procs:mark_then_hang",
+         "--queue", "jobs", "--prefix", prefix, "--lock-duration", "500"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await wait_until(lambda: raw.exists(marker), 20, "the subprocess to start the job")
+        assert await queue.get_job_state(job.id) == "active"
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    rescuer = make_worker(lambda j: "rescued", stalled_interval=100)
+    await asyncio.wait_for(on_count(rescuer, "completed", 1).wait(), 20)
+
+    stored = await queue.get_job(job.id)
+    assert stored is not None
+    assert stored.return_value == "rescued"
+    assert stored.stalled_counter == 1
+    assert [a.outcome for a in stored.attempts] == ["stalled"]
+
+
+async def test_worker_subprocess_stops_gracefully_on_sigterm(
+    queue: Queue, redis_url: str, prefix: str
+) -> None:
+    job = await queue.add("n", {"hello": "world"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lazarus.cli", "worker", "tests.procs:echo", "--queue", "jobs",
+         "--prefix", prefix],
+        env={**os.environ, "LAZARUS_REDIS_URL": redis_url},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        await wait_until(
+            lambda: _state_is(queue, job.id, "completed"), 20, "the subprocess to finish the job"
+        )
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 0, output
+    assert "shutting down" in output
+
+
+async def _state_is(queue: Queue, job_id: str, state: str) -> bool:
+    return await queue.get_job_state(job_id) == state
+
+
+async def test_worker_rides_out_a_redis_restart_without_losing_jobs() -> None:
+    server = EmbeddedRedis().start()
+    try:
+        queue = Queue("jobs", connection=server.url)
+        worker = Worker("jobs", lambda j: j.data, connection=server.url, block_timeout=0.2)
+        errors = on_count(worker, "error", 1)
+        done = on_count(worker, "completed", 2)
+        await queue.add("n", 1)
+        await wait_until(lambda: _count(queue, 1), 10, "the first job")
+
+        server.stop()
+        await asyncio.wait_for(errors.wait(), 20)
+        server.start()
+        await queue.add("n", 2)
+        await asyncio.wait_for(done.wait(), 30)
+
+        await worker.close(timeout=5)
+        await queue.close()
+    finally:
+        server.stop()
+
+
+async def _count(queue: Queue, n: int) -> bool:
+    return await queue.get_completed_count() == n
+
+
+def test_worker_rejects_bad_options(redis_url: str) -> None:
+    with pytest.raises(ValueError, match="concurrency"):
+        Worker("jobs", lambda j: None, connection=redis_url, concurrency=0, autorun=False)
+    with pytest.raises(TypeError, match="processor"):
+        Worker("jobs", "not callable", connection=redis_url, autorun=False)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_stalled_count"):
+        Worker("jobs", lambda j: None, connection=redis_url, max_stalled_count=-1, autorun=False)
