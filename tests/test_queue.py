@@ -28,8 +28,17 @@ async def test_added_job_is_waiting_with_its_data_and_options(queue: Queue) -> N
 
 
 async def test_payload_round_trips_every_json_type_and_big_integers(queue: Queue) -> None:
-    payload = {"big": 2**64 + 1, "neg": -(2**70), "f": 1.5, "s": "é✓", "n": None, "t": True,
-               "empty_list": [], "empty_obj": {}, "nested": [[], {}, [1, [2]]]}  # fmt: skip
+    payload = {
+        "big": 2**64 + 1,
+        "neg": -(2**70),
+        "f": 1.5,
+        "s": "é✓",
+        "n": None,
+        "t": True,
+        "empty_list": [],
+        "empty_obj": {},
+        "nested": [[], {}, [1, [2]]],
+    }
     for data in (payload, [1, "two", None], "text", 42, None, False):
         job = await queue.add("kind", data)
         stored = await queue.get_job(job.id)
@@ -73,17 +82,24 @@ async def test_adding_an_existing_job_id_returns_it_and_writes_nothing(queue: Qu
     ],
 )
 async def test_bad_input_raises_naming_the_field_and_writes_nothing(
-    queue: Queue, raw: aioredis.Redis, prefix: str, name: str, data: object,
-    options: dict[str, object], error: type[Exception], fragment: str,
-) -> None:  # fmt: skip
+    queue: Queue,
+    raw: aioredis.Redis,
+    prefix: str,
+    name: str,
+    data: object,
+    options: dict[str, object],
+    error: type[Exception],
+    fragment: str,
+) -> None:
     with pytest.raises(error, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         await queue.add(name, data, **options)  # type: ignore[arg-type]
 
     assert await keys_of(raw, prefix) == set()
 
 
-async def test_payload_over_the_size_limit_is_rejected(redis_url: str, prefix: str,
-                                                       raw: aioredis.Redis) -> None:  # fmt: skip
+async def test_payload_over_the_size_limit_is_rejected(
+    redis_url: str, prefix: str, raw: aioredis.Redis
+) -> None:
     small = Queue("jobs", connection=redis_url, prefix=prefix, max_payload_bytes=100)
     with pytest.raises(ValueError, match="over the limit of 100"):
         await small.add("big", "x" * 200)

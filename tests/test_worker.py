@@ -318,10 +318,23 @@ async def test_job_of_a_worker_killed_mid_job_is_recovered_by_another_worker(
     job = await queue.add("n", {"marker": marker})
     env = {**os.environ, "LAZARUS_REDIS_URL": redis_url}
     process = subprocess.Popen(
-        [sys.executable, "-m", "lazarus.cli", "worker", "tests.procs:mark_then_hang",
-         "--queue", "jobs", "--prefix", prefix, "--lock-duration", "500"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "lazarus.cli",
+            "worker",
+            "tests.procs:mark_then_hang",
+            "--queue",
+            "jobs",
+            "--prefix",
+            prefix,
+            "--lock-duration",
+            "500",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         await wait_until(lambda: raw.exists(marker), 20, "the subprocess to start the job")
         assert await queue.get_job_state(job.id) == "active"
@@ -346,11 +359,22 @@ async def test_worker_subprocess_stops_gracefully_on_sigterm(
 ) -> None:
     job = await queue.add("n", {"hello": "world"})
     process = subprocess.Popen(
-        [sys.executable, "-m", "lazarus.cli", "worker", "tests.procs:echo", "--queue", "jobs",
-         "--prefix", prefix],
+        [
+            sys.executable,
+            "-m",
+            "lazarus.cli",
+            "worker",
+            "tests.procs:echo",
+            "--queue",
+            "jobs",
+            "--prefix",
+            prefix,
+        ],
         env={**os.environ, "LAZARUS_REDIS_URL": redis_url},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         await wait_until(
             lambda: _state_is(queue, job.id, "completed"), 20, "the subprocess to finish the job"

@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from . import _scripts
-from ._connection import TRANSIENT_ERRORS, connect, now_ms
+from ._connection import TRANSIENT_ERRORS, connect, now_ms, reporting
 from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, parse_claimed
 from ._execution import run_processor as _run_processor
 from ._keys import QueueKeys, validate_name
@@ -190,7 +190,8 @@ class Worker:
             await asyncio.shield(self._run_task)
             return
         self._run_task = current
-        await self._client.sadd(self.keys.registry, self.queue_name)
+        async with reporting(self._client):  # the first call names an unreachable address
+            await self._client.sadd(self.keys.registry, self.queue_name)
         keeper = LeaseKeeper(
             self._ctx, lambda: dict(self._held),
             stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,

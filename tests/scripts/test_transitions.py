@@ -1,0 +1,629 @@
+"""Each Lua transition called directly: the keys it leaves, its return code and its events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import _scripts
+from lazarus._keys import QueueKeys
+
+NOW = 1_000_000
+MAXLEN = 1000
+
+
+@pytest.fixture
+def k(prefix: str) -> QueueKeys:
+    return QueueKeys(prefix, "src")
+
+
+@pytest.fixture
+def d(prefix: str) -> QueueKeys:
+    return QueueKeys(prefix, "src-dlq")
+
+
+async def call(raw: aioredis.Redis, name: str, keys: list[str], args: list[Any]) -> Any:
+    return await _scripts.load(name)(raw, keys, args)
+
+
+async def events(raw: aioredis.Redis, k: QueueKeys) -> list[dict[str, str]]:
+    return [fields for _, fields in await raw.xrange(k.events)]
+
+
+async def add(
+    raw: aioredis.Redis,
+    k: QueueKeys,
+    job_id: str,
+    *,
+    delay: int = 0,
+    priority: int = 0,
+    attempts: int = 1,
+    data: str = '{"x":1}',
+) -> Any:
+    opts = json.dumps({"attempts": attempts, "delay": delay})
+    result = await call(
+        raw,
+        "add_jobs",
+        [*k.group, k.job(job_id)],
+        [NOW, MAXLEN, job_id, "name", data, opts, delay, priority, attempts],
+    )
+    return result[0]
+
+
+async def claim(raw: aioredis.Redis, k: QueueKeys, count: int = 1, now: int = NOW) -> Any:
+    return await call(raw, "claim_jobs", k.group, [now, "w1", 30_000, count, MAXLEN])
+
+
+# -- add_jobs ---------------------------------------------------------------------------------
+
+
+async def test_add_jobs_places_each_job_by_delay_and_priority(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    assert await add(raw, k, "a") == "waiting"
+    assert await add(raw, k, "b", priority=2) == "prioritized"
+    assert await add(raw, k, "c", delay=500) == "delayed"
+
+    assert await raw.lrange(k.wait, 0, -1) == ["a"]
+    assert await raw.zrange(k.prioritized, 0, -1) == ["b"]
+    assert await raw.zrange(k.delayed, 0, -1, withscores=True) == [("c", NOW + 500)]
+    assert await raw.hget(k.job("a"), "data") == '{"x":1}'
+    assert [e["event"] for e in await events(raw, k)] == ["waiting", "waiting", "delayed"]
+
+
+async def test_add_jobs_returns_job_exists_and_keeps_the_original(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a", data='"first"')
+
+    assert await add(raw, k, "a", data='"second"') == -5
+
+    assert await raw.hget(k.job("a"), "data") == '"first"'
+    assert await raw.llen(k.wait) == 1
+
+
+# -- claim_jobs -------------------------------------------------------------------------------
+
+
+async def test_claim_moves_the_oldest_job_to_active_under_a_lease(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await add(raw, k, "b")
+
+    reply = await claim(raw, k)
+
+    next_due, job = reply[0], reply[1]
+    assert next_due == -1
+    assert job[:2] == ["a", "w1:1"]
+    assert await raw.lrange(k.active, 0, -1) == ["a"]
+    assert await raw.zscore(k.leases, "a") == NOW + 30_000
+    assert await raw.hget(k.job("a"), "lockToken") == "w1:1"
+    assert await raw.zcard(k.marker) == 1  # "b" is still ready: another worker is woken
+    assert (await events(raw, k))[-1] == {"event": "active", "jobId": "a"}
+
+
+async def test_claim_of_a_paused_queue_returns_nothing(raw: aioredis.Redis, k: QueueKeys) -> None:
+    await add(raw, k, "a")
+    await call(raw, "pause_queue", [k.meta, k.marker, k.events], [1, MAXLEN])
+
+    assert await claim(raw, k) == [-1]
+    assert await raw.lrange(k.wait, 0, -1) == ["a"]
+
+
+async def test_claim_promotes_due_delayed_jobs_and_reports_the_next_due(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "soon", delay=10)
+    await add(raw, k, "later", delay=5000)
+
+    reply = await claim(raw, k, count=5, now=NOW + 10)
+
+    assert [job[0] for job in reply[1:]] == ["soon"]
+    assert reply[0] == NOW + 5000
+
+
+async def test_claim_skips_ids_whose_job_was_deleted(raw: aioredis.Redis, k: QueueKeys) -> None:
+    await add(raw, k, "gone")
+    await add(raw, k, "here")
+    await raw.delete(k.job("gone"))
+
+    reply = await claim(raw, k)
+
+    assert reply[1][0] == "here"
+
+
+# -- complete_job -----------------------------------------------------------------------------
+
+
+def complete_args(job_id: str, token: str, *, remove_now: int = 0, keep: int = -1) -> list[Any]:
+    return [job_id, token, NOW + 5, '"done"', keep, -1, remove_now, MAXLEN, 0, "w1", 30_000]
+
+
+async def test_complete_moves_active_to_completed(raw: aioredis.Redis, k: QueueKeys) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+
+    reply = await call(
+        raw, "complete_job", [*k.group, k.job("a"), k.completed], complete_args("a", "w1:1")
+    )
+
+    assert reply[0] == 0
+    assert await raw.llen(k.active) == 0
+    assert await raw.zcard(k.leases) == 0
+    assert await raw.zrange(k.completed, 0, -1) == ["a"]
+    fields = await raw.hgetall(k.job("a"))
+    assert fields["returnvalue"] == '"done"'
+    assert fields["attemptsMade"] == "1"
+    assert "lockToken" not in fields
+    assert (await events(raw, k))[-1] == {
+        "event": "completed",
+        "jobId": "a",
+        "returnvalue": '"done"',
+    }
+
+
+async def test_complete_with_remove_now_deletes_the_job(raw: aioredis.Redis, k: QueueKeys) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+
+    await call(
+        raw,
+        "complete_job",
+        [*k.group, k.job("a"), k.completed],
+        complete_args("a", "w1:1", remove_now=1),
+    )
+
+    assert not await raw.exists(k.job("a"))
+    assert await raw.zcard(k.completed) == 0
+
+
+@pytest.mark.parametrize(
+    ("setup", "token", "code"),
+    [
+        ("none", "w1:1", -1),
+        ("claimed", "other:1", -2),
+        ("unclaimed", "w1:1", -2),
+        ("not-active", "w1:1", -3),
+    ],
+)
+async def test_complete_refuses_a_worker_that_does_not_own_the_job(
+    raw: aioredis.Redis, k: QueueKeys, setup: str, token: str, code: int
+) -> None:
+    if setup != "none":
+        await add(raw, k, "a")
+    if setup in ("claimed", "not-active"):
+        await claim(raw, k)
+    if setup == "not-active":
+        await raw.lrem(k.active, 0, "a")
+
+    reply = await call(
+        raw, "complete_job", [*k.group, k.job("a"), k.completed], complete_args("a", token)
+    )
+
+    assert reply == [code]
+    assert await raw.zcard(k.completed) == 0
+
+
+# -- retry_job / fail_job / dead_letter_job ---------------------------------------------------
+
+
+def failure(reason: str = "boom") -> list[Any]:
+    attempt = json.dumps({"attempt": 1, "error": reason, "outcome": "failed"})
+    return [reason, "RuntimeError", json.dumps("Traceback ...\nRuntimeError: boom"), attempt]
+
+
+async def test_retry_puts_the_job_in_delayed_with_its_backoff(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a", attempts=3)
+    await claim(raw, k)
+
+    reply = await call(
+        raw,
+        "retry_job",
+        [*k.group, k.job("a")],
+        ["a", "w1:1", NOW, 250, *failure(), MAXLEN, 0, "w1", 30_000],
+    )
+
+    assert reply[0] == 0
+    assert await raw.zrange(k.delayed, 0, -1, withscores=True) == [("a", NOW + 250)]
+    fields = await raw.hgetall(k.job("a"))
+    assert fields["attemptsMade"] == "1"
+    assert json.loads(fields["stacktrace"]) == ["Traceback ...\nRuntimeError: boom"]
+    assert [e["event"] for e in await events(raw, k)][-2:] == ["retrying", "delayed"]
+
+
+async def test_retry_by_a_stranger_is_refused(raw: aioredis.Redis, k: QueueKeys) -> None:
+    await add(raw, k, "a", attempts=3)
+    await claim(raw, k)
+
+    reply = await call(
+        raw,
+        "retry_job",
+        [*k.group, k.job("a")],
+        ["a", "x:1", NOW, 0, *failure(), MAXLEN, 0, "w1", 30_000],
+    )
+
+    assert reply == [-2]
+    assert await raw.lrange(k.active, 0, -1) == ["a"]
+
+
+async def test_fail_moves_the_job_to_failed(raw: aioredis.Redis, k: QueueKeys) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+
+    reply = await call(
+        raw,
+        "fail_job",
+        [*k.group, k.job("a"), k.failed],
+        ["a", "w1:1", NOW, *failure(), -1, -1, 0, MAXLEN, 0, "w1", 30_000],
+    )
+
+    assert reply[0] == 0
+    assert await raw.zrange(k.failed, 0, -1) == ["a"]
+    assert await raw.hget(k.job("a"), "failedReason") == "boom"
+    assert (await events(raw, k))[-1] == {
+        "event": "failed",
+        "jobId": "a",
+        "failedReason": "boom",
+        "attemptsMade": "1",
+    }
+
+
+async def test_fail_of_a_missing_job_returns_not_found(raw: aioredis.Redis, k: QueueKeys) -> None:
+    reply = await call(
+        raw,
+        "fail_job",
+        [*k.group, k.job("a"), k.failed],
+        ["a", "w1:1", NOW, *failure(), -1, -1, 0, MAXLEN, 0, "w1", 30_000],
+    )
+    assert reply == [-1]
+
+
+def dead_letter_keys(k: QueueKeys, d: QueueKeys, job_id: str, dl_id: str) -> list[str]:
+    return [*k.group, k.job(job_id), *d.group, d.job(dl_id)]
+
+
+async def test_dead_letter_moves_the_job_with_its_history_in_one_step(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    payload = '{"big":123456789012345678901234567890,"e":[],"o":{}}'
+    await add(raw, k, "a", data=payload)
+    await claim(raw, k)
+
+    reply = await call(
+        raw,
+        "dead_letter_job",
+        dead_letter_keys(k, d, "a", "dl1"),
+        [
+            "a",
+            "w1:1",
+            NOW,
+            *failure(),
+            "attempts_exhausted",
+            "src",
+            "src-dlq",
+            "dl1",
+            MAXLEN,
+            0,
+            "w1",
+            30_000,
+        ],
+    )
+
+    assert reply[0] == 0
+    assert not await raw.exists(k.job("a"))
+    assert await raw.llen(k.active) == 0
+    assert await raw.zcard(k.leases) == 0
+    assert await raw.zcard(k.failed) == 0
+    assert await raw.lrange(d.wait, 0, -1) == ["dl1"]
+    dl = await raw.hgetall(d.job("dl1"))
+    assert dl["data"] == payload
+    assert dl["name"] == "name"
+    assert dl["dlq:sourceQueue"] == "src"
+    assert dl["dlq:originalJobId"] == "a"
+    assert dl["dlq:reason"] == "attempts_exhausted"
+    assert dl["dlq:attemptsMade"] == "1"
+    assert json.loads(dl["dlq:stacktrace"]) == ["Traceback ...\nRuntimeError: boom"]
+    assert [e["event"] for e in await events(raw, k)][-2:] == ["failed", "deadLettered"]
+    assert (await events(raw, d))[-1] == {"event": "waiting", "jobId": "dl1"}
+
+
+async def test_dead_letter_by_a_stranger_is_refused_and_changes_nothing(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+
+    reply = await call(
+        raw,
+        "dead_letter_job",
+        dead_letter_keys(k, d, "a", "dl1"),
+        [
+            "a",
+            "x:9",
+            NOW,
+            *failure(),
+            "unrecoverable",
+            "src",
+            "src-dlq",
+            "dl1",
+            MAXLEN,
+            0,
+            "w1",
+            30_000,
+        ],
+    )
+
+    assert reply == [-2]
+    assert await raw.lrange(k.active, 0, -1) == ["a"]
+    assert not await raw.exists(d.wait)
+
+
+# -- sweep_stalled / extend_locks -------------------------------------------------------------
+
+
+async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+    keys = [*k.group, k.failed, *d.group]
+
+    first = await call(
+        raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", "x1"]
+    )
+    assert first == [["a"], [], []]
+    assert await raw.lrange(k.wait, 0, -1) == ["a"]
+    assert (await events(raw, k))[-2:] == [
+        {"event": "stalled", "jobId": "a"},
+        {"event": "waiting", "jobId": "a"},
+    ]
+
+    await claim(raw, k)
+    second = await call(
+        raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", "x2"]
+    )
+    assert second == [[], [], ["a"]]
+    dl = await raw.hgetall(d.job("x2"))
+    assert dl["dlq:reason"] == "stalled"
+    assert [a["outcome"] for a in json.loads(dl["dlq:attempts"])] == ["stalled", "stalled"]
+
+
+async def test_sweep_without_a_dead_letter_queue_fails_the_job(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+
+    reply = await call(
+        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 30_001, 0, MAXLEN, "src", "", "x"]
+    )
+
+    assert reply == [[], ["a"], []]
+    assert await raw.zrange(k.failed, 0, -1) == ["a"]
+
+
+async def test_sweep_leaves_live_leases_alone(raw: aioredis.Redis, k: QueueKeys) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+
+    reply = await call(
+        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 10, 0, MAXLEN, "src", "", "x"]
+    )
+
+    assert reply == [[], [], []]
+    assert await raw.lrange(k.active, 0, -1) == ["a"]
+
+
+async def test_extend_locks_renews_held_leases_and_reports_lost_ones(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await add(raw, k, "b")
+    await claim(raw, k, count=2)
+
+    lost = await call(
+        raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", "w1:1", "b", "stolen:1"]
+    )
+
+    assert lost == ["b"]
+    assert await raw.zscore(k.leases, "a") == NOW + 99_000
+    assert await raw.zscore(k.leases, "b") == NOW + 30_000
+
+
+# -- pause_queue / remove_job / clean_jobs ----------------------------------------------------
+
+
+async def test_pause_and_resume_report_whether_the_state_changed(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    keys = [k.meta, k.marker, k.events]
+    assert await call(raw, "pause_queue", keys, [1, MAXLEN]) == 1
+    assert await call(raw, "pause_queue", keys, [1, MAXLEN]) == 0
+    assert await call(raw, "pause_queue", keys, [0, MAXLEN]) == 1
+    assert await call(raw, "pause_queue", keys, [0, MAXLEN]) == 0
+    assert [e["event"] for e in await events(raw, k)] == ["paused", "resumed"]
+
+
+async def test_remove_job_codes(raw: aioredis.Redis, k: QueueKeys) -> None:
+    keys = [*k.group, k.completed, k.failed]
+    await add(raw, k, "a")
+    await add(raw, k, "b")
+    await claim(raw, k)  # "a" is now active
+
+    assert await call(raw, "remove_job", [*keys, k.job("a")], ["a", MAXLEN]) == -6
+    assert await call(raw, "remove_job", [*keys, k.job("b")], ["b", MAXLEN]) == 1
+    assert await call(raw, "remove_job", [*keys, k.job("b")], ["b", MAXLEN]) == -1
+    assert not await raw.exists(k.job("b"))
+    assert await raw.llen(k.wait) == 0
+
+
+async def test_clean_removes_finished_jobs_older_than_the_cutoff(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    for job_id, finished in (("old", NOW - 100), ("new", NOW)):
+        await raw.hset(k.job(job_id), mapping={"name": "n", "data": "1"})
+        await raw.zadd(k.completed, {job_id: finished})
+
+    removed = await call(
+        raw, "clean_jobs", [*k.group, k.completed, k.failed], ["completed", NOW - 50, 10, MAXLEN]
+    )
+
+    assert removed == ["old"]
+    assert not await raw.exists(k.job("old"))
+    assert await raw.zrange(k.completed, 0, -1) == ["new"]
+    assert (await events(raw, k))[-1] == {"event": "cleaned", "count": "1", "state": "completed"}
+
+
+# -- scan / replay / purge of dead letters ----------------------------------------------------
+
+
+async def make_dead_letter(raw: aioredis.Redis, d: QueueKeys, dl_id: str, **fields: Any) -> None:
+    base = {
+        "name": "email",
+        "data": '{"to":"a"}',
+        "opts": "{}",
+        "timestamp": NOW,
+        "dlq:sourceQueue": "src",
+        "dlq:failedReason": "SMTP timeout",
+        "dlq:errorType": "TimeoutError",
+        "dlq:deadLetteredAt": NOW,
+        "dlq:originalOpts": '{"attempts":2,"delay":0}',
+        "dlq:reason": "attempts_exhausted",
+        "dlq:replayCount": 0,
+        "dlq:priority": 0,
+        "dlq:delay": 0,
+        "dlq:atm": 2,
+    }
+    await raw.hset(d.job(dl_id), mapping={**base, **fields})
+    await raw.lpush(d.wait, dl_id)
+
+
+def scan_args(skip: int = 0, window: int = 100, **f: str) -> list[Any]:
+    names = (
+        "name",
+        "failed_reason",
+        "source_queue",
+        "error_type",
+        "since",
+        "until",
+        "reason",
+        "text",
+        "name_prefix",
+    )
+    return [skip, window, *(f.get(n, "") for n in names)]
+
+
+async def test_scan_returns_matches_oldest_first(raw: aioredis.Redis, d: QueueKeys) -> None:
+    await make_dead_letter(raw, d, "d1")
+    await make_dead_letter(raw, d, "d2", name="sms")
+    await make_dead_letter(raw, d, "d3", **{"dlq:failedReason": "Bad a.b( input"})
+    await raw.hset(d.job("plain"), mapping={"name": "email", "data": "1"})
+    await raw.lpush(d.wait, "plain")
+
+    everything = await call(raw, "scan_dead_letters", [d.wait, d.job_prefix], scan_args())
+    by_name = await call(raw, "scan_dead_letters", [d.wait, d.job_prefix], scan_args(name="email"))
+    literal = await call(
+        raw, "scan_dead_letters", [d.wait, d.job_prefix], scan_args(failed_reason="a.b(")
+    )
+
+    assert everything == [4, [["d1", "src"], ["d2", "src"], ["d3", "src"]]]
+    assert [m[0] for m in by_name[1]] == ["d1", "d3"]
+    assert [m[0] for m in literal[1]] == ["d3"]
+
+
+def replay_keys(d: QueueKeys, k: QueueKeys, pairs: list[tuple[str, str]]) -> list[str]:
+    keys = [d.wait, d.events, *k.group]
+    for dl_id, new_id in pairs:
+        keys += [d.job(dl_id), k.job(new_id)]
+    return keys
+
+
+async def test_replay_creates_the_job_in_the_source_and_removes_the_dead_letter(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1", **{"dlq:replayCount": 2})
+
+    result = await call(
+        raw,
+        "replay_dead_letters",
+        replay_keys(d, k, [("d1", "n1")]),
+        [NOW, MAXLEN, "src", "d1", "n1", "", "", ""],
+    )
+
+    assert result == ["waiting"]
+    assert not await raw.exists(d.job("d1"))
+    assert await raw.llen(d.wait) == 0
+    job = await raw.hgetall(k.job("n1"))
+    assert job["data"] == '{"to":"a"}'
+    assert job["opts"] == '{"attempts":2,"delay":0}'
+    assert job["attemptsMade"] == "0"
+    assert job["rc"] == "3"
+    assert await raw.lrange(k.wait, 0, -1) == ["n1"]
+    assert (await events(raw, d))[-1] == {
+        "event": "replayed",
+        "jobId": "d1",
+        "newJobId": "n1",
+        "queue": "src",
+    }
+
+
+async def test_replay_codes_for_missing_plain_and_taken_entries(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await raw.hset(d.job("plain"), mapping={"name": "n", "data": "1"})
+    await make_dead_letter(raw, d, "taken")
+    await raw.lrem(d.wait, 0, "taken")  # a worker of the DLQ holds it
+
+    result = await call(
+        raw,
+        "replay_dead_letters",
+        replay_keys(d, k, [("missing", "n1"), ("plain", "n2"), ("taken", "n3")]),
+        [
+            NOW,
+            MAXLEN,
+            "src",
+            "missing",
+            "n1",
+            "",
+            "",
+            "",
+            "plain",
+            "n2",
+            "",
+            "",
+            "",
+            "taken",
+            "n3",
+            "",
+            "",
+            "",
+        ],
+    )
+
+    assert result == [-1, -4, -6]
+    assert await raw.exists(d.job("plain"))
+    assert await raw.exists(d.job("taken"))
+    assert not await raw.exists(k.wait)
+
+
+async def test_purge_codes_and_event(raw: aioredis.Redis, d: QueueKeys) -> None:
+    await make_dead_letter(raw, d, "d1")
+    await raw.hset(d.job("plain"), mapping={"name": "n", "data": "1"})
+
+    result = await call(
+        raw,
+        "purge_dead_letters",
+        [d.wait, d.events, d.job("d1"), d.job("plain"), d.job("zz")],
+        [MAXLEN, "d1", "plain", "zz"],
+    )
+
+    assert result == [1, -4, -1]
+    assert not await raw.exists(d.job("d1"))
+    assert await raw.exists(d.job("plain"))
+    assert (await events(raw, d))[-1] == {"event": "purged", "count": "1", "jobIds": "d1"}

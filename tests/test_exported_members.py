@@ -1,0 +1,38 @@
+"""The public API is pinned: a change to it is a deliberate change to this list."""
+
+from __future__ import annotations
+
+import lazarus
+
+
+def test_public_api_is_exactly_these_names() -> None:
+    assert lazarus.__all__ == [
+        "AttemptRecord",
+        "Backoff",
+        "DeadLetterError",
+        "DeadLetterFilter",
+        "DeadLetterMetadata",
+        "DeadLetterQueueOptions",
+        "Job",
+        "JobExistsError",
+        "JobNotFoundError",
+        "JobOptions",
+        "JobState",
+        "JobStateError",
+        "LazarusError",
+        "LockLostError",
+        "NotADeadLetterError",
+        "Queue",
+        "QueueEvents",
+        "RedisUnavailableError",
+        "UnrecoverableError",
+        "Worker",
+        "__version__",
+    ]
+    for name in lazarus.__all__:
+        assert getattr(lazarus, name) is not None
+
+
+def test_job_not_found_is_a_lookup_error() -> None:
+    assert issubclass(lazarus.JobNotFoundError, LookupError)
+    assert issubclass(lazarus.DeadLetterError, lazarus.UnrecoverableError)
