@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, NamedTuple, ParamSpec, TypeVar
 
 from redis.asyncio import Redis
 
@@ -29,6 +29,7 @@ T = TypeVar("T")
 
 DEFAULT_MAX_EVENTS = 10_000
 BULK_CHUNK = 500
+BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
@@ -82,6 +83,7 @@ class Queue(DeadLetterMixin):
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection)
         self._registered = False
+        self._options_cache: dict[Any, tuple[JobOptions, str]] = {}
 
     @property
     def client(self) -> Redis:
@@ -95,8 +97,8 @@ class Queue(DeadLetterMixin):
 
     # -- adding ----------------------------------------------------------------------------
 
-    def _prepare(self, name: object, data: Any, options: Mapping[str, Any]) -> list[Any]:
-        """Validate one job and return its seven script arguments; raises before any write."""
+    def _prepare(self, name: object, data: Any, options: Mapping[str, Any]) -> _Prepared:
+        """Validate one job and build its script arguments; raises before any write."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"job name must be a non-empty str, got {name!r}")
         unknown = set(options) - _ADD_KEYS
@@ -104,10 +106,24 @@ class Queue(DeadLetterMixin):
             raise TypeError(f"unknown job options: {sorted(unknown)}")
         job_id = options.get("job_id")
         job_id = uuid.uuid4().hex if job_id is None else validate_job_id(job_id)
-        opts = JobOptions(**{k: v for k, v in options.items() if k != "job_id"})
+        opts, opts_json = self._options({k: v for k, v in options.items() if k != "job_id"})
         payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
-        opts_json = _codec.encode(opts.to_dict(), field="opts")
-        return [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
+        args = [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
+        return _Prepared(args, data, opts)
+
+    def _options(self, options: dict[str, Any]) -> tuple[JobOptions, str]:
+        """Validated options and their JSON; a bulk of jobs with equal options builds them once."""
+        try:
+            key: Any = tuple(sorted((k, _freeze(v)) for k, v in options.items()))
+            cached = self._options_cache.get(key)
+        except TypeError:  # an unhashable value: no caching
+            key, cached = None, None
+        if cached is None:
+            opts = JobOptions(**options)
+            cached = (opts, _codec.encode(opts.to_dict(), field="opts"))
+            if key is not None and len(self._options_cache) < 64:
+                self._options_cache[key] = cached
+        return cached
 
     async def add(
         self,
@@ -155,35 +171,35 @@ class Queue(DeadLetterMixin):
         return await self._add_prepared(prepared)
 
     @reports_unavailable
-    async def _add_prepared(self, prepared: list[list[Any]]) -> list[Job]:
+    async def _add_prepared(self, prepared: list[_Prepared]) -> list[Job]:
         await self._register()
         script = _scripts.load("add_jobs")
         now = now_ms()
-        results: list[Any] = []
+
+        calls = []
         for start in range(0, len(prepared), BULK_CHUNK):
             chunk = prepared[start : start + BULK_CHUNK]
-            keys = [*self.keys.group, *(self.keys.job(p[0]) for p in chunk)]
+            keys = [*self.keys.group, *(self.keys.job(p.args[0]) for p in chunk)]
             args: list[Any] = [now, self.max_events]
             for p in chunk:
-                args += p
-            results += await script(self._client, keys, args)
+                args += p.args
+            calls.append((keys, args))
+        results: list[Any] = []
+        # One pipeline per few chunks: in order on one connection, one round trip each.
+        for start in range(0, len(calls), BULK_IN_FLIGHT):
+            for batch in await script.call_many(
+                self._client, calls[start : start + BULK_IN_FLIGHT]
+            ):
+                results += batch
         jobs = []
         for p, result in zip(prepared, results):
             if result == ErrorCode.JOB_EXISTS:
-                existing = await self.get_job(p[0])
+                existing = await self.get_job(p.args[0])
                 if existing is not None:
                     jobs.append(existing)
                     continue
-            jobs.append(self._job_from_add(p, now))
+            jobs.append(p.job(self.name, now))
         return jobs
-
-    def _job_from_add(self, p: list[Any], now: int) -> Job:
-        job_id, name, payload, opts_json = p[0], p[1], p[2], p[3]
-        return Job.from_fields(
-            job_id,
-            {"name": name, "data": payload, "opts": opts_json, "timestamp": str(now)},
-            self.name,
-        )
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -406,6 +422,26 @@ class Queue(DeadLetterMixin):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _Prepared(NamedTuple):
+    """One validated job: its add_jobs arguments, its payload and its options."""
+
+    args: list[Any]
+    data: Any
+    opts: JobOptions
+
+    def job(self, queue_name: str, now: int) -> Job:
+        return Job(
+            id=self.args[0], name=self.args[1], original_data=self.data, opts=self.opts,
+            queue_name=queue_name, timestamp=now, raw_data=self.args[2], opts_json=self.args[3],
+        )  # fmt: skip
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
 
 
 def _flatten(mapping: Any) -> list[Any]:

@@ -57,6 +57,26 @@ class Script:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
 
+    async def call_many(
+        self, client: Redis, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
+    ) -> list[Any]:
+        """Run several calls in one pipeline, in order, on one connection.
+
+        Only for idempotent calls: a call the server refused with NOSCRIPT is run again
+        after loading the script.
+        """
+        async with client.pipeline(transaction=False) as pipe:
+            for keys, args in calls:
+                pipe.evalsha(self.sha, len(keys), *keys, *args)
+            results = list(await pipe.execute(raise_on_error=False))
+        for index, result in enumerate(results):
+            if isinstance(result, NoScriptError):
+                keys, args = calls[index]
+                results[index] = await self(client, keys, args)
+            elif isinstance(result, Exception):
+                raise result
+        return results
+
 
 def _parse(pattern: re.Pattern[str], header: str) -> list[tuple[int, str]]:
     return [(int(index), name) for index, name in pattern.findall(header)]

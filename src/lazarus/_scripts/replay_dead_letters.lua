@@ -25,10 +25,10 @@
            priority and attempts are '' to keep the original ones
 
   Returns: one entry per pair: the state the new job entered, or -1 JOB_NOT_FOUND (gone
-           already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_ACTIVE (a worker holds it),
-           -7 WRONG_SOURCE (it belongs to another source queue; untouched).
+           already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not waiting in the dead letter
+           queue: a worker holds it; untouched).
   Events:  dead letter queue: replayed (jobId, newJobId, queue); source queue: waiting |
-           delayed (jobId, replayOf)
+           delayed (jobId); the new job's hash records replayOf
 ]]
 -- @include events
 -- @include queue_keys
