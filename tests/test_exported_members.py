@@ -9,10 +9,12 @@ def test_public_api_is_exactly_these_names() -> None:
     assert lazarus.__all__ == [
         "AttemptRecord",
         "Backoff",
+        "DeadLetterCounters",
         "DeadLetterError",
         "DeadLetterFilter",
         "DeadLetterMetadata",
         "DeadLetterQueueOptions",
+        "DeadLetterStats",
         "Job",
         "JobExistsError",
         "JobNotFoundError",
@@ -28,6 +30,7 @@ def test_public_api_is_exactly_these_names() -> None:
         "UnrecoverableError",
         "Worker",
         "__version__",
+        "list_queues",
     ]
     for name in lazarus.__all__:
         assert getattr(lazarus, name) is not None

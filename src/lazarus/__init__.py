@@ -6,7 +6,12 @@ operators inspect, search, replay and purge them.
 
 from __future__ import annotations
 
-from .dead_letter import DeadLetterFilter, DeadLetterQueueOptions
+from .dead_letter import (
+    DeadLetterCounters,
+    DeadLetterFilter,
+    DeadLetterQueueOptions,
+    DeadLetterStats,
+)
 from .errors import (
     DeadLetterError,
     JobExistsError,
@@ -20,7 +25,7 @@ from .errors import (
 )
 from .events import QueueEvents
 from .job import AttemptRecord, Backoff, DeadLetterMetadata, Job, JobOptions, JobState
-from .queue import Queue
+from .queue import Queue, list_queues
 from .worker import Worker
 
 __version__ = "0.1.0"
@@ -28,10 +33,12 @@ __version__ = "0.1.0"
 __all__ = [
     "AttemptRecord",
     "Backoff",
+    "DeadLetterCounters",
     "DeadLetterError",
     "DeadLetterFilter",
     "DeadLetterMetadata",
     "DeadLetterQueueOptions",
+    "DeadLetterStats",
     "Job",
     "JobExistsError",
     "JobNotFoundError",
@@ -47,4 +54,5 @@ __all__ = [
     "UnrecoverableError",
     "Worker",
     "__version__",
+    "list_queues",
 ]

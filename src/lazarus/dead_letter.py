@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 import string
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,50 @@ class DeadLetterFilter:
         ]
 
 
+@dataclasses.dataclass(frozen=True)
+class DeadLetterStats:
+    """What :meth:`~lazarus.Queue.get_dead_letter_stats` found; times are ms since the epoch."""
+
+    total: int
+    by_name: dict[str, int]
+    by_error_type: dict[str, int]
+    by_source_queue: dict[str, int]
+    by_reason: dict[str, int]
+    oldest: int | None
+    newest: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class DeadLetterCounters:
+    """Running totals of a dead letter queue: dead letters received by (source queue,
+    reason), and how many were replayed and purged."""
+
+    dead_lettered: dict[tuple[str, str], int]
+    replayed: int
+    purged: int
+
+
+class _StatsBuilder:
+    def __init__(self) -> None:
+        self.total = 0
+        self.groups: tuple[Counter[str], ...] = (Counter(), Counter(), Counter(), Counter())
+        self.oldest: int | None = None
+        self.newest: int | None = None
+
+    def add(self, source: str, name: str, error_type: str, reason: str, at: str) -> None:
+        self.total += 1
+        for counter, key in zip(self.groups, (name, error_type, source, reason)):
+            counter[key] += 1
+        when = int(at)
+        self.oldest = when if self.oldest is None else min(self.oldest, when)
+        self.newest = when if self.newest is None else max(self.newest, when)
+
+    def build(self) -> DeadLetterStats:
+        by_name, by_error, by_source, by_reason = (dict(c.most_common()) for c in self.groups)
+        return DeadLetterStats(self.total, by_name, by_error, by_source, by_reason,
+                               self.oldest, self.newest)  # fmt: skip
+
+
 def _check_batch(batch_size: int) -> int:
     if (
         isinstance(batch_size, bool)
@@ -167,7 +212,7 @@ class DeadLetterMixin:
         read, matches = await script(
             self._client,
             [self.keys.wait, self.keys.job_prefix],
-            [skip, window, *flt.script_args()],
+            [skip, window, *flt.script_args(), ""],
         )
         return int(read), [(str(m[0]), str(m[1])) for m in matches]
 
@@ -195,6 +240,62 @@ class DeadLetterMixin:
     async def count_dead_letters(self, filter: DeadLetterFilter | None = None) -> int:
         """How many dead letters match ``filter`` (what a bulk operation would touch)."""
         return sum([1 async for _ in self.iter_dead_letter_ids(filter)])
+
+    async def get_dead_letter_stats(
+        self, filter: DeadLetterFilter | None = None, *, batch_size: int = DEFAULT_BATCH
+    ) -> DeadLetterStats:
+        """Totals of the dead letters matching ``filter``: by job name, error type, source
+        queue and reason, with the oldest and newest dead-lettering times. Reads the queue
+        batch by batch."""
+        flt, window, skip = _check_filter(filter), _check_batch(batch_size), 0
+        script = _scripts.load("scan_dead_letters")
+        stats = _StatsBuilder()
+        while True:
+            read, matches = await script(
+                self._client,
+                [self.keys.wait, self.keys.job_prefix],
+                [skip, window, *flt.script_args(), "1"],
+            )
+            for match in matches:
+                stats.add(*(str(v) for v in match[1:]))
+            skip += int(read)
+            if int(read) < window:
+                return stats.build()
+
+    async def get_oldest_dead_letter_at(self) -> int | None:
+        """When the oldest dead letter still here was dead-lettered (ms), or ``None``."""
+        oldest = await self._client.lindex(self.keys.wait, -1)
+        if oldest is None:
+            return None
+        at = await self._client.hget(self.keys.job(str(oldest)), "dlq:deadLetteredAt")
+        return None if at is None else int(at)
+
+    async def get_dead_letter_rate(
+        self, minutes: int = 60, *, now: int | None = None
+    ) -> list[tuple[int, int]]:
+        """Dead letters that arrived per minute over the last ``minutes`` (at most 120):
+        ``(minute start in ms, count)`` pairs, oldest first, zeros included."""
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 120:
+            raise ValueError(f"minutes must be an int from 1 to 120, got {minutes!r}")
+        current = (now_ms() if now is None else now) // 60_000
+        fields = [f"rate:{m}" for m in range(current - minutes + 1, current + 1)]
+        counts = await self._client.hmget(self.keys.meta, fields)
+        return [((current - minutes + 1 + i) * 60_000, int(c or 0)) for i, c in enumerate(counts)]
+
+    async def get_dead_letter_counters(self) -> DeadLetterCounters:
+        """Running totals kept by this dead letter queue since it was created."""
+        dead: dict[tuple[str, str], int] = {}
+        replayed = purged = 0
+        async for field, value in self._client.hscan_iter(self.keys.meta, match="count:*"):
+            name, count = str(field), int(value)
+            if name == "count:replayed":
+                replayed = count
+            elif name == "count:purged":
+                purged = count
+            elif name.startswith("count:deadLettered:"):
+                reason, _, source = name.removeprefix("count:deadLettered:").partition(":")
+                dead[(source, reason)] = count
+        return DeadLetterCounters(dead_lettered=dead, replayed=replayed, purged=purged)
 
     # -- replay ----------------------------------------------------------------------------
 
@@ -250,7 +351,7 @@ class DeadLetterMixin:
         """Replay ``(dead letter id, [opts, priority, attempts])`` items into ``target``."""
         source_keys = QueueKeys(self.prefix, target)
         new_ids = [uuid.uuid4().hex for _ in items]
-        keys = [self.keys.wait, self.keys.events, *source_keys.group]
+        keys = [self.keys.wait, self.keys.events, self.keys.meta, *source_keys.group]
         args: list[Any] = [now_ms(), self.max_events, target]
         for (dl_id, override), new_id in zip(items, new_ids):
             keys += [self.keys.job(dl_id), source_keys.job(new_id)]
@@ -295,7 +396,7 @@ class DeadLetterMixin:
             raise error_for_code(int(result), f"purge dead letter {job_id!r}")
 
     async def _purge(self, ids: list[str]) -> list[int]:
-        keys = [self.keys.wait, self.keys.events, *(self.keys.job(i) for i in ids)]
+        keys = [self.keys.wait, self.keys.events, self.keys.meta, *(self.keys.job(i) for i in ids)]
         script = _scripts.load("purge_dead_letters")
         return [int(r) for r in await script(self._client, keys, [self.max_events, *ids])]
 
@@ -349,8 +450,10 @@ def _batch_outcome(
 
 
 __all__ = [
+    "DeadLetterCounters",
     "DeadLetterFilter",
     "DeadLetterMixin",
     "DeadLetterQueueOptions",
+    "DeadLetterStats",
     "ErrorCode",
 ]

@@ -424,6 +424,21 @@ class Queue(DeadLetterMixin):
         await self.close()
 
 
+async def list_queues(
+    connection: str | Redis | None = None, *, prefix: str = "lazarus"
+) -> list[str]:
+    """The names of every queue under ``prefix`` that was ever written to, sorted."""
+    client = connect(connection)
+    try:
+        names = await client.smembers(QueueKeys(prefix, "_").registry)
+    except TRANSIENT_ERRORS as exc:
+        raise RedisUnavailableError(f"cannot reach Redis at {address(client)}: {exc}") from exc
+    finally:
+        if not isinstance(connection, Redis):
+            await client.aclose()
+    return sorted(_text(n) for n in names)
+
+
 class _Prepared(NamedTuple):
     """One validated job: its add_jobs arguments, its payload and its options."""
 

@@ -538,7 +538,7 @@ async def test_scan_returns_matches_oldest_first(raw: aioredis.Redis, d: QueueKe
 
 
 def replay_keys(d: QueueKeys, k: QueueKeys, pairs: list[tuple[str, str]]) -> list[str]:
-    keys = [d.wait, d.events, *k.group]
+    keys = [d.wait, d.events, d.meta, *k.group]
     for dl_id, new_id in pairs:
         keys += [d.job(dl_id), k.job(new_id)]
     return keys
@@ -619,7 +619,7 @@ async def test_purge_codes_and_event(raw: aioredis.Redis, d: QueueKeys) -> None:
     result = await call(
         raw,
         "purge_dead_letters",
-        [d.wait, d.events, d.job("d1"), d.job("plain"), d.job("zz")],
+        [d.wait, d.events, d.meta, d.job("d1"), d.job("plain"), d.job("zz")],
         [MAXLEN, "d1", "plain", "zz"],
     )
 

@@ -3,7 +3,8 @@
 
   KEYS[1]  dlq_wait
   KEYS[2]  dlq_events
-  KEYS[3..] dead_letter     the hash of each dead letter, in the order of ARGV[2..]
+  KEYS[3]  dlq_meta         holds the 'count:purged' counter
+  KEYS[4..] dead_letter     the hash of each dead letter, in the order of ARGV[2..]
 
   ARGV[1]  maxlen
   ARGV[2..] dead_letter_id
@@ -15,8 +16,8 @@
 -- @include events
 
 local results, purged = {}, {}
-for i = 3, #KEYS do
-  local id = ARGV[i - 1]
+for i = 4, #KEYS do
+  local id = ARGV[i - 2]
   local result
   if redis.call('HEXISTS', KEYS[i], 'dlq:sourceQueue') == 0 then
     result = (redis.call('EXISTS', KEYS[i]) == 1) and -4 or -1
@@ -32,6 +33,7 @@ end
 local count = 0
 for _, r in ipairs(results) do if r == 1 then count = count + 1 end end
 if count > 0 then
+  redis.call('HINCRBY', KEYS[3], 'count:purged', count)
   emit(KEYS[2], ARGV[1], 'purged', 'count', count, 'jobIds', table.concat(purged, ','))
 end
 return results

@@ -6,21 +6,22 @@
 
   KEYS[1]  dlq_wait
   KEYS[2]  dlq_events
-  KEYS[3]  wait             KEYS[3..12]: the source queue's keys
-  KEYS[4]  prioritized
-  KEYS[5]  pc
-  KEYS[6]  delayed
-  KEYS[7]  active
-  KEYS[8]  leases
-  KEYS[9]  marker
-  KEYS[10] meta
-  KEYS[11] events
-  KEYS[12] job_prefix
-  KEYS[13..] dead_letter, new_job   pairs: the dead letter's hash and the new job's hash
+  KEYS[3]  dlq_meta         holds the 'count:replayed' counter
+  KEYS[4]  wait             KEYS[4..13]: the target (source) queue's keys
+  KEYS[5]  prioritized
+  KEYS[6]  pc
+  KEYS[7]  delayed
+  KEYS[8]  active
+  KEYS[9]  leases
+  KEYS[10] marker
+  KEYS[11] meta
+  KEYS[12] events
+  KEYS[13] job_prefix
+  KEYS[14..] dead_letter, new_job   pairs: the dead letter's hash and the new job's hash
 
   ARGV[1]  now
   ARGV[2]  maxlen
-  ARGV[3]  queue            the name of the queue KEYS[3..12] belong to (the target)
+  ARGV[3]  queue            the name of the queue KEYS[4..13] belong to (the target)
   ARGV[4..] per pair five values: dead_letter_id, new_id, opts, priority, attempts; opts,
            priority and attempts are '' to keep the original ones
 
@@ -34,12 +35,13 @@
 -- @include queue_keys
 -- @include enqueue
 
-local src = queue_keys(3)
+local src = queue_keys(4)
 local now = tonumber(ARGV[1])
 local maxlen = ARGV[2]
 local results = {}
-for i = 13, #KEYS, 2 do
-  local a = 4 + (i - 13) / 2 * 5
+local replayed = 0
+for i = 14, #KEYS, 2 do
+  local a = 4 + (i - 14) / 2 * 5
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
   local f = redis.call('HMGET', dl_key, 'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts',
     'dlq:priority', 'dlq:delay', 'dlq:atm', 'dlq:replayCount')
@@ -59,7 +61,9 @@ for i = 13, #KEYS, 2 do
     redis.call('DEL', dl_key)
     emit(KEYS[2], maxlen, 'replayed', 'jobId', dl_id, 'newJobId', new_id, 'queue', ARGV[3])
     result = enqueue(src, new_id, priority, delay, now, maxlen)
+    replayed = replayed + 1
   end
   results[#results + 1] = result
 end
+if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', replayed) end
 return results

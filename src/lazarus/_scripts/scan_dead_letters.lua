@@ -17,9 +17,11 @@
   ARGV[9]  reason           exact dead-letter reason, '' for any
   ARGV[10] text             literal substring of the payload, '' for any
   ARGV[11] name_prefix      the job name starts with this, '' for any
+  ARGV[12] detail           '1' to return name, error type, reason and time with each match
 
   Returns: {read, matches}: how many entries the window held, and {id, source_queue} for
-           each match, oldest first. Entries without dead-letter metadata never match.
+           each match, oldest first ({id, source_queue, name, error_type, reason,
+           dead_lettered_at} with detail). Entries without dead-letter metadata never match.
   Events:  none
 ]]
 local skip = tonumber(ARGV[1])
@@ -52,6 +54,12 @@ for i = #ids, 1, -1 do
     local data = redis.call('HGET', KEYS[2] .. id, 'data') or ''
     ok = string.find(data, text, 1, true) ~= nil
   end
-  if ok then matches[#matches + 1] = {id, f[1]} end
+  if ok then
+    if ARGV[12] == '1' then
+      matches[#matches + 1] = {id, f[1], f[2] or '', f[4] or '', f[6] or '', f[5] or '0'}
+    else
+      matches[#matches + 1] = {id, f[1]}
+    end
+  end
 end
 return {#ids, matches}

@@ -1,3 +1,17 @@
+-- count_dead_letter(meta, now, reason, source_name): keep the dead letter queue's counters in
+-- its meta hash: 'count:deadLettered:<reason>:<source queue>' and per-minute buckets
+-- 'rate:<minute>' for the last two hours (older buckets go when a new minute starts).
+local function count_dead_letter(meta, now, reason, source_name)
+  redis.call('HINCRBY', meta, 'count:deadLettered:' .. reason .. ':' .. source_name, 1)
+  local minute = math.floor(now / 60000)
+  if redis.call('HINCRBY', meta, 'rate:' .. minute, 1) == 1 then
+    for _, field in ipairs(redis.call('HKEYS', meta)) do
+      local m = tonumber(string.match(field, '^rate:(%d+)$'))
+      if m and m < minute - 120 then redis.call('HDEL', meta, field) end
+    end
+  end
+end
+
 -- dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen): move the
 -- (already released) job `id` of queue src into queue dlq as the dead letter `dl_id`, with its
 -- failure history, then delete it from src. The payload bytes are copied, never decoded.
@@ -22,6 +36,7 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
     'deadLetterQueue', dlq_name, 'deadLetterId', dl_id, 'failedReason', f[5] or '',
     'reason', reason)
   emit(dlq.events, maxlen, 'waiting', 'jobId', dl_id)
+  count_dead_letter(dlq.meta, now, reason, source_name)
 end
 
 -- fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen): move the
