@@ -129,3 +129,15 @@ def redis(port: int, server: str | None) -> None:
         asyncio.run(wait())
     finally:
         instance.stop()
+
+
+def _register_commands() -> None:
+    """Commands that live in their own modules (imported here to keep main.py small)."""
+    from . import dlq, queues, serve
+
+    main.add_command(queues.queues)
+    main.add_command(dlq.dlq)
+    main.add_command(serve.serve)
+
+
+_register_commands()

@@ -1,0 +1,1 @@
+"""The web dashboard: server-rendered pages over the same app as the HTTP API."""

@@ -1,0 +1,44 @@
+"""The app factory: the HTTP API, the dashboard, health and metrics in one ASGI app."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from .. import __version__
+from ..operators import Operators
+
+
+def create_app(
+    *,
+    connection: str | Redis | None = None,
+    prefix: str = "lazarus",
+    token: str | None = None,
+) -> FastAPI:
+    """Build the app. ``token``, when set, is required (as ``Authorization: Bearer <token>``)
+    by every state-changing route, and by the dashboard's sign-in."""
+    from ..dashboard.views import router as dashboard_router
+    from .api import install_error_handlers
+    from .api import router as api_router
+
+    ops = Operators(connection=connection, prefix=prefix, token=token)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await ops.close()
+
+    app = FastAPI(
+        title="lazarus",
+        version=__version__,
+        description="Queues and dead letters of lazarus: inspect, replay and purge.",
+        lifespan=lifespan,
+    )
+    app.state.ops = ops
+    install_error_handlers(app)
+    app.include_router(api_router)
+    app.include_router(dashboard_router)
+    return app

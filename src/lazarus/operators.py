@@ -1,0 +1,87 @@
+"""What the operator surfaces (CLI, HTTP API, dashboard, metrics) share: one Redis client, the
+key prefix, the optional API token, and queue summaries. Everything else they do is a call to
+:class:`~lazarus.Queue`; this module adds no behaviour of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hmac
+
+from redis.asyncio import Redis
+
+from ._connection import connect, reporting
+from ._keys import validate_name
+from .queue import Queue, list_queues
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueSummary:
+    """One queue as an operator sees it. Times are ms since the epoch."""
+
+    name: str
+    counts: dict[str, int]
+    paused: bool
+    is_dead_letter_queue: bool
+    dead_letters: int
+    oldest_dead_letter_at: int | None
+
+
+class Operators:
+    """Shared state of the operator surfaces; build one per process (no globals)."""
+
+    def __init__(
+        self,
+        *,
+        connection: str | Redis | None = None,
+        prefix: str = "lazarus",
+        token: str | None = None,
+    ) -> None:
+        self.prefix = validate_name(prefix, "prefix")
+        self.token = token or None
+        self._owns_client = not isinstance(connection, Redis)
+        self.client = connect(connection)
+        self._queues: dict[str, Queue] = {}
+
+    def queue(self, name: str) -> Queue:
+        """The queue called ``name`` (validated: a bad name raises ``ValueError``)."""
+        queue = self._queues.get(name)
+        if queue is None:
+            validate_name(name, "queue")
+            queue = Queue(name, connection=self.client, prefix=self.prefix)
+            if len(self._queues) < 1000:
+                self._queues[name] = queue
+        return queue
+
+    async def queue_names(self) -> list[str]:
+        return await list_queues(self.client, prefix=self.prefix)
+
+    async def ping(self) -> None:
+        """Raise :class:`~lazarus.RedisUnavailableError` unless Redis answers."""
+        async with reporting(self.client):
+            await self.client.ping()
+
+    async def summary(self, name: str) -> QueueSummary:
+        queue = self.queue(name)
+        counts, paused, oldest = await asyncio.gather(
+            queue.get_job_counts(), queue.is_paused(), queue.get_oldest_dead_letter_at()
+        )
+        counters = await queue.get_dead_letter_counters()
+        is_dlq = oldest is not None or bool(counters.dead_lettered)
+        depth = await queue.get_dead_letter_count() if is_dlq else 0
+        return QueueSummary(name, counts, paused, is_dlq, depth, oldest)
+
+    async def summaries(self) -> list[QueueSummary]:
+        """A summary of every queue under the prefix, by name."""
+        return [await self.summary(name) for name in await self.queue_names()]
+
+    def token_matches(self, presented: str | None) -> bool:
+        """Whether ``presented`` is the configured token (always true when none is set)."""
+        if self.token is None:
+            return True
+        return presented is not None and hmac.compare_digest(presented, self.token)
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self.client.aclose()
