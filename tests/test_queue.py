@@ -200,3 +200,13 @@ async def test_unreachable_redis_raises_a_clear_error_naming_the_address() -> No
     with pytest.raises(RedisUnavailableError, match=r"127\.0\.0\.1:1\b"):
         await queue.add("n", None)
     await queue.close()
+
+
+async def test_dead_letter_operations_on_unreachable_redis_raise_a_clear_error() -> None:
+    queue = Queue("jobs-dlq", connection="redis://127.0.0.1:1/0")
+
+    with pytest.raises(RedisUnavailableError, match=r"127\.0\.0\.1:1\b"):
+        await queue.get_dead_letter_count()
+    with pytest.raises(RedisUnavailableError):
+        await queue.replay_all_dead_letters()
+    await queue.close()

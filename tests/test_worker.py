@@ -426,3 +426,31 @@ def test_worker_rejects_bad_options(redis_url: str) -> None:
         Worker("jobs", "not callable", connection=redis_url, autorun=False)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_stalled_count"):
         Worker("jobs", lambda j: None, connection=redis_url, max_stalled_count=-1, autorun=False)
+
+
+async def test_async_error_listeners_are_awaited(redis_url: str) -> None:
+    worker = Worker(
+        "jobs", lambda j: None, connection="redis://127.0.0.1:1/0", block_timeout=0.1, autorun=False
+    )
+    heard = asyncio.Event()
+
+    async def listener(exc: BaseException) -> None:
+        await asyncio.sleep(0)
+        heard.set()
+
+    worker.on("error", listener)
+    worker._report_error(ConnectionError("down"))
+
+    await asyncio.wait_for(heard.wait(), 5)
+    await worker.close()
+
+
+async def test_close_of_an_idle_worker_does_not_wait_out_the_blocking_timeout(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    await queue.add("n", None)
+    worker = make_worker(lambda j: None, block_timeout=30)
+    await asyncio.wait_for(on_count(worker, "completed", 1).wait(), 10)
+
+    # Idle now, blocked on the marker for up to 30 s: close must not wait for that.
+    await asyncio.wait_for(worker.close(), 5)

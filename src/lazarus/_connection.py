@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -68,3 +69,28 @@ async def reporting(client: Redis) -> AsyncIterator[None]:
 def now_ms() -> int:
     """The current time in milliseconds, as scripts receive it."""
     return int(time.time() * 1000)
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def reports_unavailable(
+    method: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Decorate a method of an object with ``_client`` so that a connection failure raises
+    :class:`RedisUnavailableError` naming the address."""
+
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(*args, **kwargs)
+        except TRANSIENT_ERRORS as exc:
+            if isinstance(exc, RedisUnavailableError):
+                raise
+            client: Redis = args[0]._client  # type: ignore[attr-defined]
+            raise RedisUnavailableError(f"cannot reach Redis at {address(client)}: {exc}") from exc
+
+    wrapper.__name__ = method.__name__
+    wrapper.__qualname__ = method.__qualname__
+    wrapper.__doc__ = method.__doc__
+    return wrapper

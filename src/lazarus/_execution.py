@@ -77,6 +77,28 @@ async def run_processor(processor: Processor, job: Job, executor: Executor | Non
     return result
 
 
+def format_stack(error: BaseException) -> str:
+    """The traceback as Python prints it, without the caret lines: computing those re-parses
+    every frame's source, which made formatting most of the cost of a failure."""
+    lines = []
+    for cause in _chain(error):
+        lines.append("Traceback (most recent call last):\n")
+        for frame in traceback.extract_tb(cause.__traceback__):
+            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n')
+            if frame.line:
+                lines.append(f"    {frame.line.strip()}\n")
+        lines += traceback.format_exception_only(type(cause), cause)
+    return "".join(lines)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from, the first cause first."""
+    chain = [error]
+    while chain[-1].__cause__ is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__)
+    return chain[::-1]
+
+
 def _failure_reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
@@ -122,7 +144,7 @@ async def _fail(
 ) -> tuple[Outcome, ClaimedJob | None]:
     job = claimed.job
     reason, error_type = _failure_reason(error), type(error).__name__
-    stack = json.dumps("".join(traceback.format_exception(error)))
+    stack = json.dumps(format_stack(error))
     attempt = json.dumps({
         "attempt": job.attempts_started, "startedAt": job.processed_on or now,
         "finishedAt": now, "worker": ctx.token_base, "outcome": "failed",
@@ -148,7 +170,7 @@ async def _fail(
     dlq = ctx.dlq_keys
     reply = await _scripts.load("dead_letter_job")(
         ctx.client,
-        [*job_keys, *dlq.group, dlq.job(dl_id)],
+        [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id)],
         [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
          *tail],
     )  # fmt: skip

@@ -125,6 +125,11 @@ class QueueKeys:
         ]  # fmt: skip
 
     @property
+    def dead_letter_group(self) -> list[str]:
+        """The four keys of a dead letter queue that a dead-lettering script writes."""
+        return [self.wait, self.marker, self.events, self.meta]
+
+    @property
     def job_prefix(self) -> str:
         return self.base + "job:"
 

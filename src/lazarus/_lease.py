@@ -33,7 +33,7 @@ class LeaseKeeper:
         *,
         stalled_interval_ms: int,
         max_stalled_count: int,
-        on_lost: Callable[[str], None],
+        on_lost: Callable[[str, str], None],
         on_error: Callable[[BaseException], None],
     ) -> None:
         self._ctx = ctx
@@ -58,7 +58,8 @@ class LeaseKeeper:
             args += [job_id, token]
         keys = [self._ctx.keys.leases, self._ctx.keys.job_prefix]
         for lost in await _scripts.load("extend_locks")(self._ctx.client, keys, args):
-            self._on_lost(lost.decode() if isinstance(lost, bytes) else str(lost))
+            job_id = lost.decode() if isinstance(lost, bytes) else str(lost)
+            self._on_lost(job_id, held[job_id])
 
     async def sweep(self) -> int:
         """Recover jobs whose lease expired; returns how many were swept."""
@@ -66,7 +67,7 @@ class LeaseKeeper:
         keys = [*ctx.keys.group, ctx.keys.failed]
         dlq_name = ""
         if ctx.dlq_keys is not None:
-            keys += ctx.dlq_keys.group
+            keys += [*ctx.dlq_keys.dead_letter_group, ctx.dlq_keys.job_prefix]
             dlq_name = ctx.dlq_keys.queue
         while True:
             spare_ids = [uuid.uuid4().hex for _ in range(SWEEP_BATCH)]

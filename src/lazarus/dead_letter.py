@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _codec, _scripts
-from ._connection import now_ms
+from ._connection import now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id, validate_name
 from .errors import (
     ErrorCode,
@@ -192,15 +192,18 @@ class DeadLetterMixin:
 
     # -- inspection ------------------------------------------------------------------------
 
+    @reports_unavailable
     async def get_dead_letter_count(self) -> int:
         """How many dead letters wait in this queue."""
         return int(await self._client.llen(self.keys.wait))
 
+    @reports_unavailable
     async def get_dead_letter_jobs(self, start: int = 0, end: int = -1) -> list[Job]:
         """Dead letters from index ``start`` to ``end`` (inclusive), newest first."""
         ids = await self._client.lrange(self.keys.wait, start, end)
         return await self._get_jobs([str(i) for i in ids])
 
+    @reports_unavailable
     async def peek_dead_letter(self, job_id: str) -> Job | None:
         """One dead letter with its ``_dlqMeta``, or ``None``."""
         return await self.get_job(job_id)
@@ -229,6 +232,7 @@ class DeadLetterMixin:
             if read < window:
                 return
 
+    @reports_unavailable
     async def find_dead_letters(
         self, filter: DeadLetterFilter | None = None, *, limit: int = 50, offset: int = 0
     ) -> list[Job]:
@@ -237,10 +241,12 @@ class DeadLetterMixin:
         ids.reverse()
         return await self._get_jobs(ids[offset : offset + limit])
 
+    @reports_unavailable
     async def count_dead_letters(self, filter: DeadLetterFilter | None = None) -> int:
         """How many dead letters match ``filter`` (what a bulk operation would touch)."""
         return sum([1 async for _ in self.iter_dead_letter_ids(filter)])
 
+    @reports_unavailable
     async def get_dead_letter_stats(
         self, filter: DeadLetterFilter | None = None, *, batch_size: int = DEFAULT_BATCH
     ) -> DeadLetterStats:
@@ -262,6 +268,7 @@ class DeadLetterMixin:
             if int(read) < window:
                 return stats.build()
 
+    @reports_unavailable
     async def get_oldest_dead_letter_at(self) -> int | None:
         """When the oldest dead letter still here was dead-lettered (ms), or ``None``."""
         oldest = await self._client.lindex(self.keys.wait, -1)
@@ -270,6 +277,7 @@ class DeadLetterMixin:
         at = await self._client.hget(self.keys.job(str(oldest)), "dlq:deadLetteredAt")
         return None if at is None else int(at)
 
+    @reports_unavailable
     async def get_dead_letter_rate(
         self, minutes: int = 60, *, now: int | None = None
     ) -> list[tuple[int, int]]:
@@ -282,6 +290,7 @@ class DeadLetterMixin:
         counts = await self._client.hmget(self.keys.meta, fields)
         return [((current - minutes + 1 + i) * 60_000, int(c or 0)) for i, c in enumerate(counts)]
 
+    @reports_unavailable
     async def get_dead_letter_counters(self) -> DeadLetterCounters:
         """Running totals kept by this dead letter queue since it was created."""
         dead: dict[tuple[str, str], int] = {}
@@ -299,6 +308,7 @@ class DeadLetterMixin:
 
     # -- replay ----------------------------------------------------------------------------
 
+    @reports_unavailable
     async def replay_dead_letter(
         self,
         job_id: str,
@@ -346,13 +356,17 @@ class DeadLetterMixin:
                 str(changed.attempts)]  # fmt: skip
 
     async def _replay(
-        self, target: str, items: list[tuple[str, list[str]]]
+        self, target: str, items: list[tuple[str, list[str]]], *, oldest_first: bool = False
     ) -> list[tuple[str, str | int]]:
-        """Replay ``(dead letter id, [opts, priority, attempts])`` items into ``target``."""
+        """Replay ``(dead letter id, [opts, priority, attempts])`` items into ``target``.
+
+        ``oldest_first`` tells Redis to look for the ids from the oldest end of the list, where
+        bulk batches come from: searching from the other end would make bulk work quadratic.
+        """
         source_keys = QueueKeys(self.prefix, target)
         new_ids = [uuid.uuid4().hex for _ in items]
         keys = [self.keys.wait, self.keys.events, self.keys.meta, *source_keys.group]
-        args: list[Any] = [now_ms(), self.max_events, target]
+        args: list[Any] = [now_ms(), self.max_events, target, -1 if oldest_first else 1]
         for (dl_id, override), new_id in zip(items, new_ids):
             keys += [self.keys.job(dl_id), source_keys.job(new_id)]
             args += [dl_id, new_id, *override]
@@ -362,6 +376,7 @@ class DeadLetterMixin:
             (new_id, r if isinstance(r, int) else str(r)) for new_id, r in zip(new_ids, results)
         ]
 
+    @reports_unavailable
     async def replay_all_dead_letters(
         self,
         filter: DeadLetterFilter | None = None,
@@ -383,23 +398,26 @@ class DeadLetterMixin:
             by_source.setdefault(source, []).append((dl_id, ["", "", ""]))
         results: list[str | int] = []
         for source, items in by_source.items():
-            results += [r for _, r in await self._replay(source, items)]
+            results += [r for _, r in await self._replay(source, items, oldest_first=True)]
         return _batch_outcome(results, lambda r: isinstance(r, str))
 
     # -- purge -----------------------------------------------------------------------------
 
+    @reports_unavailable
     async def purge_dead_letter(self, job_id: str) -> None:
         """Delete one dead letter; raises :class:`JobNotFoundError` if it is gone."""
         validate_job_id(job_id)
-        result = (await self._purge([job_id]))[0]
+        result = (await self._purge([job_id], oldest_first=False))[0]
         if result != 1:
             raise error_for_code(int(result), f"purge dead letter {job_id!r}")
 
-    async def _purge(self, ids: list[str]) -> list[int]:
+    async def _purge(self, ids: list[str], *, oldest_first: bool) -> list[int]:
         keys = [self.keys.wait, self.keys.events, self.keys.meta, *(self.keys.job(i) for i in ids)]
+        args = [self.max_events, -1 if oldest_first else 1, *ids]
         script = _scripts.load("purge_dead_letters")
-        return [int(r) for r in await script(self._client, keys, [self.max_events, *ids])]
+        return [int(r) for r in await script(self._client, keys, args)]
 
+    @reports_unavailable
     async def purge_dead_letters(
         self,
         filter: DeadLetterFilter | None = None,
@@ -411,7 +429,7 @@ class DeadLetterMixin:
         return await self._bulk(filter, batch_size, on_progress, self._purge_batch)
 
     async def _purge_batch(self, matches: list[tuple[str, str]]) -> tuple[int, int]:
-        results = await self._purge([dl_id for dl_id, _ in matches])
+        results = await self._purge([dl_id for dl_id, _ in matches], oldest_first=True)
         return _batch_outcome(list(results), lambda r: r == 1)
 
     async def _bulk(

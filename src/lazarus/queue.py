@@ -12,20 +12,17 @@ Example::
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, Literal, NamedTuple, ParamSpec, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, NamedTuple
 
 from redis.asyncio import Redis
 
 from . import _codec, _scripts
-from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
+from ._connection import TRANSIENT_ERRORS, address, connect, now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 DEFAULT_MAX_EVENTS = 10_000
 BULK_CHUNK = 500
@@ -35,27 +32,6 @@ _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
     "remove_on_complete", "remove_on_fail",
 }  # fmt: skip
-
-
-def reports_unavailable(
-    method: Callable[P, Coroutine[Any, Any, T]],
-) -> Callable[P, Coroutine[Any, Any, T]]:
-    """Decorate a method of an object with ``_client`` so that a connection failure raises
-    :class:`RedisUnavailableError` naming the address."""
-
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await method(*args, **kwargs)
-        except TRANSIENT_ERRORS as exc:
-            if isinstance(exc, RedisUnavailableError):
-                raise
-            client: Redis = args[0]._client  # type: ignore[attr-defined]
-            raise RedisUnavailableError(f"cannot reach Redis at {address(client)}: {exc}") from exc
-
-    wrapper.__name__ = method.__name__
-    wrapper.__qualname__ = method.__qualname__
-    wrapper.__doc__ = method.__doc__
-    return wrapper
 
 
 class Queue(DeadLetterMixin):

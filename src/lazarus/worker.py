@@ -46,6 +46,12 @@ _EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error",
 MAX_BACKOFF = 5.0
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark an abandoned task's outcome as seen (it may end in an error after close())."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _positive(value: object, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{field} must be an int >= 1, got {value!r}")
@@ -112,13 +118,13 @@ class Worker:
             else ThreadPoolExecutor(concurrency, thread_name_prefix=f"lazarus-{queue_name}"),
         )  # fmt: skip
         self._held: dict[str, str] = {}
-        self._lost: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
         self._listeners: dict[str, list[Callable[..., Any]]] = defaultdict(list)
         self._closing = False
         self._run_task: asyncio.Task[None] | None = None
-        self._wait_task: asyncio.Task[Any] | None = None
+        self._close_requested = asyncio.Event()
+        self._background: set[asyncio.Task[Any]] = set()
         if autorun:
             try:
                 loop = asyncio.get_running_loop()
@@ -190,8 +196,13 @@ class Worker:
             await asyncio.shield(self._run_task)
             return
         self._run_task = current
+        # The dead letter queue is registered too: the dead-letter script writes to it without
+        # going through Queue, and list_queues (the CLI, the API, the dashboard) must show it.
+        names = [self.queue_name]
+        if self.dead_letter_queue is not None:
+            names.append(self.dead_letter_queue.queue_name)
         async with reporting(self._client):  # the first call names an unreachable address
-            await self._client.sadd(self.keys.registry, self.queue_name)
+            await self._client.sadd(self.keys.registry, *names)
         keeper = LeaseKeeper(
             self._ctx, lambda: dict(self._held),
             stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,
@@ -236,19 +247,25 @@ class Worker:
         return [j for j in jobs if j is not None], int(reply[0])
 
     async def _wait_for_work(self, next_due: int) -> None:
+        """Block until a job may be ready (marker), the next delayed job is due, or close()."""
+        if self._closing:
+            return
         timeout = self.block_timeout
         if next_due >= 0:
             timeout = min(timeout, max((next_due - now_ms()) / 1000, 0.001))
-        self._wait_task = asyncio.ensure_future(
-            self._client.bzpopmin(self.keys.marker, timeout=max(timeout, 0.001))
-        )
+        pop = asyncio.ensure_future(self._client.bzpopmin(self.keys.marker, timeout=timeout))
+        stop = asyncio.ensure_future(self._close_requested.wait())
         try:
-            await self._wait_task
-        except asyncio.CancelledError:
-            if not self._closing:
-                raise
+            # A race against close(), not a cancellation: cancelling a Redis call in flight
+            # is not always delivered, and close() must not wait out the blocking timeout.
+            await asyncio.wait({pop, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._wait_task = None
+            stop.cancel()
+        if pop.done():
+            pop.result()
+        else:
+            pop.cancel()
+            pop.add_done_callback(_retrieve)
 
     def _start(self, claimed: ClaimedJob) -> None:
         task = asyncio.create_task(self._work(claimed))
@@ -292,7 +309,6 @@ class Worker:
             try:
                 return await finish(self._ctx, claimed, result, error, not self._closing)
             except LockLostError as exc:
-                self._lost.discard(claimed.job.id)
                 log.warning("worker %s: %s; the outcome is dropped", self.name, exc)
                 await self._emit("lost", claimed.job.id)
                 return None, None
@@ -315,17 +331,18 @@ class Worker:
             if outcome.kind == "dead_lettered":
                 await self._emit("deadLettered", job, outcome.dead_letter_id)
 
-    def _mark_lost(self, job_id: str) -> None:
-        self._lost.add(job_id)
-        log.warning("worker %s: lost the lock of job %s", self.name, job_id)
+    def _mark_lost(self, job_id: str, token: str) -> None:
+        # A job that finished while its lease was being renewed is not lost: it is done.
+        if self._held.get(job_id) == token:
+            log.warning("worker %s: lost the lock of job %s", self.name, job_id)
 
     def _report_error(self, exc: BaseException) -> None:
         log.warning("worker %s: %s: %s", self.name, type(exc).__name__, exc)
-        for callback in self._listeners.get("error", ()):
-            try:
-                callback(exc)
-            except Exception:
-                log.exception("worker %s: 'error' listener failed", self.name)
+        if self._listeners.get("error"):
+            # Listeners may be async: run them beside the loop that hit the error.
+            task = asyncio.get_running_loop().create_task(self._emit("error", exc))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def close(self, timeout: float | None = None) -> None:
         """Stop claiming, let running jobs finish (up to ``timeout`` seconds, by default
@@ -333,8 +350,7 @@ class Worker:
         timeout are cancelled; their leases expire and another worker retries them."""
         self._closing = True
         self._slot_freed.set()
-        if self._wait_task is not None:
-            self._wait_task.cancel()
+        self._close_requested.set()
         if self._tasks:
             _, pending = await asyncio.wait(
                 set(self._tasks), timeout=timeout or self.shutdown_timeout

@@ -285,7 +285,7 @@ async def test_fail_of_a_missing_job_returns_not_found(raw: aioredis.Redis, k: Q
 
 
 def dead_letter_keys(k: QueueKeys, d: QueueKeys, job_id: str, dl_id: str) -> list[str]:
-    return [*k.group, k.job(job_id), *d.group, d.job(dl_id)]
+    return [*k.group, k.job(job_id), *d.dead_letter_group, d.job(dl_id)]
 
 
 async def test_dead_letter_moves_the_job_with_its_history_in_one_step(
@@ -372,7 +372,7 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
 ) -> None:
     await add(raw, k, "a")
     await claim(raw, k)
-    keys = [*k.group, k.failed, *d.group]
+    keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
 
     first = await call(
         raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", "x1"]
@@ -553,7 +553,7 @@ async def test_replay_creates_the_job_in_the_source_and_removes_the_dead_letter(
         raw,
         "replay_dead_letters",
         replay_keys(d, k, [("d1", "n1")]),
-        [NOW, MAXLEN, "src", "d1", "n1", "", "", ""],
+        [NOW, MAXLEN, "src", 1, "d1", "n1", "", "", ""],
     )
 
     assert result == ["waiting"]
@@ -588,6 +588,7 @@ async def test_replay_codes_for_missing_plain_and_taken_entries(
             NOW,
             MAXLEN,
             "src",
+            -1,
             "missing",
             "n1",
             "",
@@ -620,7 +621,7 @@ async def test_purge_codes_and_event(raw: aioredis.Redis, d: QueueKeys) -> None:
         raw,
         "purge_dead_letters",
         [d.wait, d.events, d.meta, d.job("d1"), d.job("plain"), d.job("zz")],
-        [MAXLEN, "d1", "plain", "zz"],
+        [MAXLEN, 1, "d1", "plain", "zz"],
     )
 
     assert result == [1, -4, -1]

@@ -17,16 +17,10 @@
   KEYS[10] job_prefix
   KEYS[11] job
   KEYS[12] dlq_wait
-  KEYS[13] dlq_prioritized
-  KEYS[14] dlq_pc
-  KEYS[15] dlq_delayed
-  KEYS[16] dlq_active
-  KEYS[17] dlq_leases
-  KEYS[18] dlq_marker
-  KEYS[19] dlq_meta
-  KEYS[20] dlq_events
-  KEYS[21] dlq_job_prefix
-  KEYS[22] dead_letter      the hash of the new dead letter
+  KEYS[13] dlq_marker
+  KEYS[14] dlq_events
+  KEYS[15] dlq_meta
+  KEYS[16] dead_letter      the hash of the new dead letter
 
   ARGV[1]  id
   ARGV[2]  token
@@ -58,14 +52,14 @@
 -- @include dead_letter
 
 local q = queue_keys(1)
-local dlq = queue_keys(12)
+local dlq = {wait = KEYS[12], marker = KEYS[13], events = KEYS[14], meta = KEYS[15]}
 local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[12]
 local code = release(q, id, ARGV[2])
 if code ~= 0 then return {code} end
 record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
-dead_letter(q, id, dlq, KEYS[22], ARGV[11], now, ARGV[8], ARGV[9], ARGV[10], maxlen)
+dead_letter(q, id, dlq, KEYS[16], ARGV[11], now, ARGV[8], ARGV[9], ARGV[10], maxlen)
 local job = false
 if ARGV[13] == '1' then
   promote_delayed(q, now, maxlen)

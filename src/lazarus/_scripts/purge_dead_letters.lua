@@ -4,10 +4,11 @@
   KEYS[1]  dlq_wait
   KEYS[2]  dlq_events
   KEYS[3]  dlq_meta         holds the 'count:purged' counter
-  KEYS[4..] dead_letter     the hash of each dead letter, in the order of ARGV[2..]
+  KEYS[4..] dead_letter     the hash of each dead letter, in the order of ARGV[3..]
 
   ARGV[1]  maxlen
-  ARGV[2..] dead_letter_id
+  ARGV[2]  direction        1 to look for the ids from the newest end, -1 from the oldest
+  ARGV[3..] dead_letter_id
 
   Returns: one entry per dead letter: 1 purged, -1 JOB_NOT_FOUND (gone already),
            -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not waiting: a worker holds it).
@@ -16,12 +17,13 @@
 -- @include events
 
 local results, purged = {}, {}
+local direction = tonumber(ARGV[2])
 for i = 4, #KEYS do
-  local id = ARGV[i - 2]
+  local id = ARGV[i - 1]
   local result
   if redis.call('HEXISTS', KEYS[i], 'dlq:sourceQueue') == 0 then
     result = (redis.call('EXISTS', KEYS[i]) == 1) and -4 or -1
-  elseif redis.call('LREM', KEYS[1], 1, id) == 0 then
+  elseif redis.call('LREM', KEYS[1], direction, id) == 0 then
     result = -6
   else
     redis.call('DEL', KEYS[i])

@@ -22,7 +22,8 @@
   ARGV[1]  now
   ARGV[2]  maxlen
   ARGV[3]  queue            the name of the queue KEYS[4..13] belong to (the target)
-  ARGV[4..] per pair five values: dead_letter_id, new_id, opts, priority, attempts; opts,
+  ARGV[4]  direction        1 to look for the ids from the newest end, -1 from the oldest
+  ARGV[5..] per pair five values: dead_letter_id, new_id, opts, priority, attempts; opts,
            priority and attempts are '' to keep the original ones
 
   Returns: one entry per pair: the state the new job entered, or -1 JOB_NOT_FOUND (gone
@@ -41,14 +42,14 @@ local maxlen = ARGV[2]
 local results = {}
 local replayed = 0
 for i = 14, #KEYS, 2 do
-  local a = 4 + (i - 14) / 2 * 5
+  local a = 5 + (i - 14) / 2 * 5
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
   local f = redis.call('HMGET', dl_key, 'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts',
     'dlq:priority', 'dlq:delay', 'dlq:atm', 'dlq:replayCount')
   local result
   if not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif redis.call('LREM', KEYS[1], 1, dl_id) == 0 then
+  elseif redis.call('LREM', KEYS[1], tonumber(ARGV[4]), dl_id) == 0 then
     result = -6
   else
     local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4]

@@ -14,16 +14,11 @@
   KEYS[9]  events
   KEYS[10] job_prefix
   KEYS[11] failed
-  KEYS[12] dlq_wait         KEYS[12..21] only with a dead letter queue
-  KEYS[13] dlq_prioritized
-  KEYS[14] dlq_pc
-  KEYS[15] dlq_delayed
-  KEYS[16] dlq_active
-  KEYS[17] dlq_leases
-  KEYS[18] dlq_marker
-  KEYS[19] dlq_meta
-  KEYS[20] dlq_events
-  KEYS[21] dlq_job_prefix
+  KEYS[12] dlq_wait         KEYS[12..16] only with a dead letter queue
+  KEYS[13] dlq_marker
+  KEYS[14] dlq_events
+  KEYS[15] dlq_meta
+  KEYS[16] dlq_job_prefix
 
   ARGV[1]  now
   ARGV[2]  max_stalled      stalls allowed before the failure is terminal
@@ -48,7 +43,8 @@ local now = tonumber(ARGV[1])
 local max_stalled = tonumber(ARGV[2])
 local maxlen = ARGV[3]
 local has_dlq = ARGV[5] ~= ''
-local dlq = has_dlq and queue_keys(12) or nil
+local dlq = has_dlq and {wait = KEYS[12], marker = KEYS[13], events = KEYS[14],
+  meta = KEYS[15], job_prefix = KEYS[16]} or nil
 local limit = #ARGV - 5
 local requeued, failed, dead = {}, {}, {}
 local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', now, 'LIMIT', 0, limit)
