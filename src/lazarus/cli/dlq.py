@@ -2,9 +2,276 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
+
+from ..dead_letter import DeadLetterFilter, DeadLetterStats
+from ..errors import JobNotFoundError, NotADeadLetterError
+from ..job import Job
+from ..operators import Operators
+from ..queue import Queue
+from . import _render
+from ._bulk import PAST, BulkPlan, Verb, run_bulk
+from ._options import (
+    JSON_OPTION,
+    QUEUE_ARGUMENT,
+    emit_json,
+    filter_options,
+    id_argument,
+    open_queue,
+    run,
+)
+from .main import PREFIX_OPTION, URL_OPTION
 
 
 @click.group()
 def dlq() -> None:
-    """Inspect, replay and purge dead letters."""
+    """Inspect, replay and purge dead letters.
+
+    QUEUE is always the dead letter queue (the one workers were given as
+    --dead-letter-queue), not the queue the jobs failed in.
+    """
+
+
+async def _dead_letter(queue: Queue, job_id: str) -> Job:
+    job = await queue.peek_dead_letter(job_id)
+    if job is None:
+        raise JobNotFoundError(f"no dead letter {job_id!r} in {queue.name!r}")
+    if job.dead_letter is None:
+        raise NotADeadLetterError(f"job {job_id!r} in {queue.name!r} is not a dead letter")
+    return job
+
+
+@dlq.command("list")
+@QUEUE_ARGUMENT
+@filter_options
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000),
+              help="Show at most this many.")  # fmt: skip
+@click.option("--offset", default=0, type=click.IntRange(min=0), help="Skip this many first.")
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def list_dead_letters(
+    queue_name: str, flt: DeadLetterFilter, limit: int, offset: int, as_json: bool,
+    redis_url: str, prefix: str,
+) -> None:  # fmt: skip
+    """List the dead letters in QUEUE that match the filters, newest first.
+
+    --since and --until take an ISO 8601 time (UTC unless it says otherwise) or a duration
+    before now: 30m, 2h, 7d, 1h30m.
+
+    \b
+    Examples:
+      lazarus dlq list payments-dlq
+      lazarus dlq list payments-dlq --error-type TimeoutError --since 2h
+      lazarus dlq list payments-dlq --name charge --contains '"customer":"c_42"' --json
+    """
+
+    async def work(ops: Operators) -> tuple[list[Job], int]:
+        queue = await open_queue(ops, queue_name)
+        jobs = await queue.find_dead_letters(flt, limit=limit, offset=offset)
+        return jobs, await queue.count_dead_letters(flt)
+
+    jobs, total = run(redis_url, prefix, work)
+    rows = [job for job in jobs if job.dead_letter is not None]
+    if as_json:
+        emit_json({
+            "queue": queue_name, "total": total, "offset": offset, "limit": limit,
+            "deadLetters": [_render.dead_letter_row_json(job) for job in rows],
+        })  # fmt: skip
+        return
+    out = _render.console()
+    if rows:
+        out.print(_render.dead_letters_table(rows))
+    shown = f"{offset + 1}-{offset + len(rows)}" if rows else "none"
+    out.print(f"{total} matching dead letter{'s' if total != 1 else ''} in {queue_name!r}; "
+              f"showing {shown}")  # fmt: skip
+
+
+@dlq.command()
+@QUEUE_ARGUMENT
+@id_argument()
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def show(queue_name: str, job_id: str, as_json: bool, redis_url: str, prefix: str) -> None:
+    """Show one dead letter: its metadata, payload, every attempt and every stack trace.
+
+    \b
+    Examples:
+      lazarus dlq show payments-dlq 3f2a9c...
+      lazarus dlq show payments-dlq 3f2a9c... --json | jq .payload
+    """
+
+    async def work(ops: Operators) -> Job:
+        return await _dead_letter(await open_queue(ops, queue_name), job_id)
+
+    job = run(redis_url, prefix, work)
+    if as_json:
+        emit_json(_render.dead_letter_json(job))
+    else:
+        _render.print_dead_letter(_render.console(), job, now=_render.now_ms())
+
+
+@dlq.command()
+@QUEUE_ARGUMENT
+@filter_options
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def stats(
+    queue_name: str, flt: DeadLetterFilter, as_json: bool, redis_url: str, prefix: str
+) -> None:
+    """Totals of the dead letters in QUEUE that match the filters: by job name, error type,
+    source queue and reason, with the oldest and newest.
+
+    \b
+    Examples:
+      lazarus dlq stats payments-dlq
+      lazarus dlq stats payments-dlq --since 1d --json
+    """
+
+    async def work(ops: Operators) -> DeadLetterStats:
+        return await (await open_queue(ops, queue_name)).get_dead_letter_stats(flt)
+
+    result = run(redis_url, prefix, work)
+    if as_json:
+        emit_json(_render.stats_json(queue_name, result))
+    else:
+        _render.print_stats(_render.console(), queue_name, result, now=_render.now_ms())
+
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+RATE_OPTION = click.option(
+    "--rate", type=click.FloatRange(min=0, min_open=True),
+    help="With --all: replay about this many dead letters per second.",
+)  # fmt: skip
+
+
+def _bulk_command(verb: Verb, *extra: Decorator) -> Decorator:
+    """The arguments and options replay and purge share, with ``extra`` options after --yes."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        decorators: list[Decorator] = [
+            QUEUE_ARGUMENT, id_argument(required=False),
+            click.option("--all", "all_", is_flag=True,
+                         help=f"{verb.capitalize()} every dead letter matching the filters."),
+            filter_options,
+            click.option("--dry-run", is_flag=True,
+                         help=f"Show what would be {PAST[verb]}; change nothing."),
+            click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
+            *extra,
+            click.option("--batch-size", default=500, show_default=True,
+                         type=click.IntRange(1, 5000), help="Dead letters per Redis call."),
+            JSON_OPTION, URL_OPTION, PREFIX_OPTION,
+        ]  # fmt: skip
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return decorate
+
+
+def _check_target(job_id: str | None, all_: bool, flt: DeadLetterFilter) -> None:
+    if (job_id is None) == (not all_):
+        raise click.UsageError("give either a dead letter ID or --all (with filters)")
+    if job_id is not None and flt != DeadLetterFilter():
+        raise click.UsageError("filters select dead letters for --all; with an ID give none")
+
+
+def _single(verb: Verb, queue_name: str, job_id: str, dry_run: bool) -> Any:
+    """The async work of replaying or purging one dead letter by id."""
+
+    async def work(ops: Operators) -> dict[str, Any]:
+        queue = await open_queue(ops, queue_name)
+        job = await _dead_letter(queue, job_id)
+        source = job.dead_letter.source_queue if job.dead_letter else ""
+        report: dict[str, Any] = {
+            "queue": queue_name, "action": verb, "dryRun": dry_run,
+            "id": job_id, "name": job.name, "sourceQueue": source,
+        }  # fmt: skip
+        if dry_run:
+            return report
+        if verb == "replay":
+            report["newJobId"] = await queue.replay_dead_letter(job_id)
+        else:
+            await queue.purge_dead_letter(job_id)
+        return report
+
+    return work
+
+
+def _print_single(report: dict[str, Any]) -> None:
+    what = f"{report['id']} ({report['name']})"
+    if report["dryRun"]:
+        line = f"dry run: would {report['action']} {what}; nothing was changed"
+    elif report["action"] == "replay":
+        line = f"replayed {what} into {report['sourceQueue']!r} as job {report['newJobId']}"
+    else:
+        line = f"purged {what} from {report['queue']!r}"
+    _render.console().print(line)
+
+
+@dlq.command()
+@_bulk_command("replay", RATE_OPTION)
+def replay(
+    queue_name: str, job_id: str | None, all_: bool, flt: DeadLetterFilter, dry_run: bool,
+    yes: bool, rate: float | None, batch_size: int, as_json: bool, redis_url: str, prefix: str,
+) -> None:  # fmt: skip
+    """Replay one dead letter (ID) or all that match the filters (--all) into their source
+    queues, as new jobs with the same payload and options and a fresh set of attempts.
+
+    For --all, the matches are counted first; --dry-run stops there. Otherwise you are asked
+    to confirm (--yes skips that; without a terminal, --yes is required).
+
+    \b
+    Examples:
+      lazarus dlq replay payments-dlq 3f2a9c...
+      lazarus dlq replay payments-dlq --all --error-type TimeoutError --since 2h --dry-run
+      lazarus dlq replay payments-dlq --all --error-type TimeoutError --since 2h --rate 50 --yes
+    """
+    _check_target(job_id, all_, flt)
+    _run_action("replay", queue_name, job_id, flt, dry_run, yes, batch_size, rate, as_json,
+                redis_url, prefix)  # fmt: skip
+
+
+@dlq.command()
+@_bulk_command("purge")
+def purge(
+    queue_name: str, job_id: str | None, all_: bool, flt: DeadLetterFilter, dry_run: bool,
+    yes: bool, batch_size: int, as_json: bool, redis_url: str, prefix: str,
+) -> None:  # fmt: skip
+    """Delete one dead letter (ID) or all that match the filters (--all), for good.
+
+    For --all, the matches are counted first; --dry-run stops there. Otherwise you are asked
+    to confirm (--yes skips that; without a terminal, --yes is required).
+
+    \b
+    Examples:
+      lazarus dlq purge payments-dlq 3f2a9c...
+      lazarus dlq purge payments-dlq --all --name legacy-sync --until 30d --yes
+    """
+    _check_target(job_id, all_, flt)
+    _run_action("purge", queue_name, job_id, flt, dry_run, yes, batch_size, None, as_json,
+                redis_url, prefix)  # fmt: skip
+
+
+def _run_action(
+    verb: Verb, queue_name: str, job_id: str | None, flt: DeadLetterFilter, dry_run: bool,
+    yes: bool, batch_size: int, rate: float | None, as_json: bool, redis_url: str, prefix: str,
+) -> None:  # fmt: skip
+    if job_id is not None:
+        report = run(redis_url, prefix, _single(verb, queue_name, job_id, dry_run))
+        if not as_json:
+            _print_single(report)
+    else:
+        plan = BulkPlan(verb, queue_name, flt, dry_run, yes, batch_size, rate, as_json)
+
+        async def work(ops: Operators) -> dict[str, Any]:
+            return await run_bulk(ops, plan)
+
+        report = run(redis_url, prefix, work)
+    if as_json:
+        emit_json(report)

@@ -4,7 +4,36 @@ from __future__ import annotations
 
 import click
 
+from ..operators import Operators, QueueSummary
+from . import _render
+from ._options import JSON_OPTION, emit_json, run
+from .main import PREFIX_OPTION, URL_OPTION
+
 
 @click.command()
-def queues() -> None:
-    """A table of every queue with its counts and dead-letter depth."""
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def queues(as_json: bool, redis_url: str, prefix: str) -> None:
+    """A table of every queue with its job counts, whether it is paused, its dead-letter
+    depth and the age of its oldest dead letter.
+
+    \b
+    Examples:
+      lazarus queues
+      lazarus queues --json | jq '.queues[] | select(.deadLetters > 0)'
+    """
+
+    async def work(ops: Operators) -> list[QueueSummary]:
+        return await ops.summaries()
+
+    summaries = run(redis_url, prefix, work)
+    now = _render.now_ms()
+    if as_json:
+        emit_json({"queues": [_render.summary_json(s, now=now) for s in summaries]})
+        return
+    out = _render.console()
+    if not summaries:
+        out.print(f"no queues under prefix {prefix!r}")
+        return
+    out.print(_render.queues_table(summaries, now=now))
