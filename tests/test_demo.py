@@ -1,0 +1,44 @@
+"""The demo (``make demo``) runs end to end as a real subprocess and accounts for every job."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo.py"
+
+
+def row(output: str, label: str) -> int:
+    """The number in the summary table's row ``label``."""
+    match = re.search(rf"^\W*{re.escape(label)}\W+(\d+)\W*$", output, re.MULTILINE)
+    assert match, f"no {label!r} row in the demo's output:\n{output}"
+    return int(match.group(1))
+
+
+@pytest.mark.timeout(120)
+def test_demo_processes_every_job_and_empties_the_dead_letter_queue() -> None:
+    # Given 200 payments, of which 2 + 2 + 1 are designed to fail for good
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+    # When the demo runs as the user runs it
+    result = subprocess.run(
+        [sys.executable, str(DEMO), "--jobs", "200"],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        env=env,
+        check=False,
+    )
+    # Then it succeeds and its summary names what happened
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert row(out, "Completed") == 195
+    assert row(out, "Dead-lettered") == 5
+    assert row(out, "Retried attempts") == 10 + 2 * 2
+    assert "Replayed 2 dead letters; 2 completed." in out
+    assert "Dead letters left: 0." in out
+    assert "All 200 payments accounted for" in out
