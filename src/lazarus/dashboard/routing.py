@@ -1,0 +1,95 @@
+"""Route classes that apply the dashboard's checks to every route of a router.
+
+:class:`CsrfRoute` (public pages: sign-in, static files) refuses POSTs without the CSRF token;
+:class:`SignedInRoute` (everything else) also sends a browser that is not signed in to the
+sign-in page. Both add the security headers, set the CSRF cookie when a page created it, and
+turn an unreachable Redis into a 503 page instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+from urllib.parse import quote
+
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from .._connection import TRANSIENT_ERRORS
+from ..queue import Queue
+from .render import render
+from .security import (
+    CSRF_COOKIE,
+    HEADERS,
+    LOGIN_PATH,
+    csrf_ok,
+    operators,
+    set_cookie,
+    signed_in,
+)
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+def error_page(request: Request, status_code: int, title: str, message: str) -> Response:
+    """An HTML error page with the dashboard's header."""
+    context = {"title": title, "message": message, "status_code": status_code}
+    return render(request, "error.html", context, status_code=status_code)
+
+
+def no_such(request: Request, what: str) -> Response:
+    """A 404 page naming what was not found."""
+    return error_page(request, 404, "Not found", what)
+
+
+def find_queue(request: Request, name: str) -> Queue | None:
+    """The queue called ``name``, or ``None`` when that is not a valid queue name."""
+    try:
+        return operators(request).queue(name)
+    except (ValueError, TypeError):
+        return None
+
+
+def _finish(request: Request, response: Response) -> Response:
+    for header, text in HEADERS.items():
+        response.headers.setdefault(header, text)
+    csrf: str | None = getattr(request.state, "csrf", None)
+    if csrf is not None and request.cookies.get(CSRF_COOKIE) != csrf:
+        set_cookie(request, response, CSRF_COOKIE, csrf)
+    return response
+
+
+class CsrfRoute(APIRoute):
+    """A dashboard route whose POSTs must carry the CSRF token."""
+
+    requires_sign_in = False
+
+    def get_route_handler(self) -> Handler:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            return _finish(request, await self._checked(request, handler))
+
+        return guarded
+
+    async def _checked(self, request: Request, handler: Handler) -> Response:
+        if self.requires_sign_in and not signed_in(request):
+            if request.method != "GET":
+                return error_page(request, 403, "Forbidden", "Sign in first.")
+            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"{LOGIN_PATH}?next={quote(here, safe='')}", 303)
+        if request.method == "POST" and not await csrf_ok(request):
+            message = "The form's CSRF token is missing or wrong. Reload the page and try again."
+            return error_page(request, 403, "Forbidden", message)
+        try:
+            return await handler(request)
+        except TRANSIENT_ERRORS as exc:
+            # RedisUnavailableError, or a raw redis-py error from a call that does not map it
+            return error_page(request, 503, "Redis is unavailable", str(exc))
+
+
+class SignedInRoute(CsrfRoute):
+    """A dashboard route that also requires the operator to be signed in."""
+
+    requires_sign_in = True

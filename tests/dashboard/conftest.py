@@ -1,0 +1,96 @@
+"""Fixtures of the dashboard tests: the app on the test's prefix, and real dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from lazarus import Job, Queue, UnrecoverableError, Worker
+from lazarus.dashboard.security import CSRF_COOKIE
+from lazarus.http.app import create_app
+
+MakeWorker = Callable[..., Worker]
+TOKEN = "s3cret-operator-token"
+ROW = re.compile(r'class="job-link" href="[^"]*/dead-letters/([0-9a-f]+)\?')
+
+
+async def fail(job: Job) -> None:
+    """A processor that raises what the payload asks for: ``{"error": "TimeoutError"}``."""
+    kind = job.data.get("error", "ValueError") if isinstance(job.data, dict) else "ValueError"
+    message = job.data.get("message", f"{kind} in {job.name}") if isinstance(job.data, dict) else ""
+    if kind == "Unrecoverable":
+        raise UnrecoverableError(message)
+    raise {"TimeoutError": TimeoutError, "KeyError": KeyError}.get(kind, ValueError)(message)
+
+
+async def dead_letter(
+    make_worker: MakeWorker, queue: Queue, jobs: Iterable[tuple[str, Any]]
+) -> list[str]:
+    """Add ``jobs`` (name, payload) to ``queue``, let a failing worker dead-letter every one
+    into ``jobs-dlq``, close the worker, and return the dead letters' ids in arrival order."""
+    added = [await queue.add(name, data) for name, data in jobs]
+    worker = make_worker(fail, queue.name, dead_letter_queue="jobs-dlq")
+    ids: list[str] = []
+    done = asyncio.Event()
+
+    def arrived(job: Job, dead_letter_id: str) -> None:
+        ids.append(dead_letter_id)
+        if len(ids) == len(added):
+            done.set()
+
+    worker.on("deadLettered", arrived)
+    await asyncio.wait_for(done.wait(), 10)
+    await worker.close()
+    return ids
+
+
+def listed_ids(html: str) -> list[str]:
+    """The dead letter ids in a list page, top to bottom."""
+    return ROW.findall(html)
+
+
+@pytest.fixture
+async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
+    app = create_app(connection=redis_url, prefix=prefix)
+    yield app
+    await app.state.ops.close()
+
+
+@pytest.fixture
+async def secured_app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
+    app = create_app(connection=redis_url, prefix=prefix, token=TOKEN)
+    yield app
+    await app.state.ops.close()
+
+
+def client_of(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_of(app) as c:
+        yield c
+
+
+@pytest.fixture
+async def secured(secured_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_of(secured_app) as c:
+        yield c
+
+
+async def csrf_of(client: httpx.AsyncClient, page: str = "/dashboard") -> str:
+    """Load ``page`` (which sets the CSRF cookie) and return the token forms must echo."""
+    response = await client.get(page)
+    assert response.status_code == 200, response.text
+    token = client.cookies.get(CSRF_COOKIE)
+    assert token, "the first page view sets the CSRF cookie"
+    if 'method="post"' in response.text:
+        assert f'name="csrf" value="{token}"' in response.text
+    return token

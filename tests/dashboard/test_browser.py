@@ -1,0 +1,189 @@
+"""The dashboard in a real headless Chromium (Debian's, at /usr/bin/chromium), served by
+uvicorn in a thread against the test Redis, with dead letters made by a real worker.
+
+Without Chromium these tests are skipped, unless ``CI`` is set: then they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from playwright.async_api import Page, async_playwright, expect
+
+from lazarus import Queue
+from lazarus.http.app import create_app
+
+from ..conftest import wait_until
+from .conftest import TOKEN, MakeWorker, dead_letter
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+
+@contextlib.asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))  # bound before the server starts: no race for the port
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+
+    async def started() -> bool:
+        return server.started or not thread.is_alive()
+
+    try:
+        await wait_until(started, message="uvicorn to start")
+        assert server.started, "uvicorn stopped before it started"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.to_thread(thread.join, 10)
+        sock.close()
+
+
+@pytest.fixture
+def chromium() -> Path:
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is missing: install Debian's chromium to run the browser tests"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return CHROMIUM
+
+
+@pytest.fixture
+async def page(chromium: Path) -> AsyncIterator[Page]:
+    playwright = await async_playwright().start()
+    browser = await playwright.chromium.launch(
+        executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
+    )
+    try:
+        context = await browser.new_context(viewport={"width": 1366, "height": 900})
+        yield await context.new_page()
+    finally:
+        await browser.close()
+        await playwright.stop()
+
+
+@pytest.fixture
+async def served(redis_url: str, prefix: str) -> AsyncIterator[str]:
+    async with serving(create_app(connection=redis_url, prefix=prefix)) as url:
+        yield url
+
+
+async def test_operator_filters_opens_replays_and_deletes_dead_letters(
+    served: str, page: Page, queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given three dead letters made by a real worker, which is closed before any replay
+    card_1, card_2, email = await dead_letter(make_worker, queue, [
+        ("charge-card", {"error": "TimeoutError", "order": 1}),
+        ("charge-card", {"error": "TimeoutError", "order": 2}),
+        ("send-email", {"error": "ValueError", "to": "ops@example.com"}),
+    ])  # fmt: skip
+
+    # When the operator opens the app, Then the overview shows the DLQ's depth and a chart
+    await page.goto(served + "/")
+    assert page.url == served + "/dashboard"
+    dlq_row = page.locator("tbody tr", has_text="jobs-dlq")
+    await expect(dlq_row.locator(".depth")).to_have_text("3")
+    await expect(page.locator("svg.chart rect.bar")).to_have_count(1)
+
+    # When they open the DLQ and filter by error type, Then only the timeouts are listed
+    await dlq_row.get_by_role("link", name="jobs-dlq").click()
+    await expect(page.locator("a.job-link")).to_have_count(3)
+    await page.get_by_label("Error type").fill("TimeoutError")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(page.locator("a.job-link")).to_have_count(2)
+    assert "error_type=TimeoutError" in page.url
+
+    # When they open the first order's page, Then payload and error are there
+    await page.locator(f'a.job-link[href*="/{card_1}?"]').click()
+    await expect(page.get_by_role("heading", name="charge-card")).to_be_visible()
+    await expect(page.locator("pre.payload")).to_contain_text('"order": 1')
+    await expect(page.locator("table.grid")).to_contain_text("TimeoutError in charge-card")
+
+    # When they replay it, Then it leaves the (still filtered) list with a message
+    await page.get_by_role("button", name="Replay into jobs").click()
+    await expect(page.locator(".flash-ok")).to_contain_text(f"Replayed dead letter {card_1}")
+    await expect(page.locator("a.job-link")).to_have_count(1)
+    assert await page.get_by_label("Error type").input_value() == "TimeoutError"
+
+    # When they delete the other timeout (two clicks: Delete…, then Yes), Then it is gone too
+    await page.locator("a.job-link").click()
+    await page.locator("summary", has_text="Delete").click()
+    await page.get_by_role("button", name="Yes, delete it").click()
+    await expect(page.locator(".flash-ok")).to_have_text(f"Deleted dead letter {card_2}.")
+    await expect(page.locator("a.job-link")).to_have_count(0)
+
+    # And Redis agrees: the email is the only dead letter, the order is waiting in "jobs"
+    assert [j.id for j in await dlq.get_dead_letter_jobs()] == [email]
+    waiting = await queue.get_waiting(0, -1)
+    assert [(j.name, j.data) for j in waiting] == [
+        ("charge-card", {"error": "TimeoutError", "order": 1})
+    ]
+
+
+async def test_bulk_purge_goes_through_a_confirmation_that_states_the_count(
+    served: str, page: Page, queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given two failed emails and one failed charge in the DLQ
+    charge, _, _ = await dead_letter(make_worker, queue, [
+        ("charge-card", {"error": "TimeoutError"}),
+        ("send-email", {"error": "ValueError"}),
+        ("send-email", {"error": "ValueError"}),
+    ])  # fmt: skip
+
+    # When the operator filters by name and asks to purge the matches
+    await page.goto(f"{served}/dashboard/queues/jobs-dlq/dead-letters?name=send-email")
+    await page.get_by_role("link", name="Purge 2 matching…").click()
+
+    # Then a confirmation states the count before anything is deleted
+    await expect(page.get_by_role("heading")).to_have_text("Purge 2 dead letters from jobs-dlq?")
+    assert await dlq.get_dead_letter_count() == 3
+
+    # When they confirm, Then exactly the two emails are gone
+    await page.get_by_role("button", name="Purge 2 dead letters").click()
+    await expect(page.locator(".flash-ok")).to_have_text("Purged 2 dead letters.")
+    assert [j.id for j in await dlq.get_dead_letter_jobs()] == [charge]
+
+
+async def test_signing_in_with_the_token_opens_the_dashboard(
+    redis_url: str, prefix: str, page: Page
+) -> None:
+    async with serving(create_app(connection=redis_url, prefix=prefix, token=TOKEN)) as url:
+        # When an operator without a session opens the dashboard, Then they must sign in
+        await page.goto(url + "/dashboard")
+        await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+        # When they paste a wrong token, Then they are told so
+        await page.get_by_label("API token").fill("guess")
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.locator(".flash-error")).to_contain_text("not the one")
+
+        # When they paste the right one, Then the overview opens, and the cookie is HttpOnly
+        await page.get_by_label("API token").fill(TOKEN)
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.get_by_role("heading", name="Queues")).to_be_visible()
+        cookies = {c["name"]: c for c in await page.context.cookies()}
+        assert cookies["lazarus_session"]["httpOnly"]
+        assert cookies["lazarus_session"]["sameSite"] == "Strict"
+        assert TOKEN not in cookies["lazarus_session"]["value"]
