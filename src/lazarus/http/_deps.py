@@ -1,0 +1,124 @@
+"""What every route of the JSON API shares: the operators, the token check, validated names
+and ids, and the error an endpoint raises on purpose (:class:`ApiError`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Path, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AfterValidator
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .._keys import MAX_NAME_LENGTH, validate_job_id, validate_name
+from ..errors import RedisUnavailableError
+from ..operators import Operators
+from .schemas import ErrorResponse
+
+# Dead-letter reads raise redis-py's own errors when Redis is down; queue methods raise ours.
+REDIS_DOWN = (RedisUnavailableError, RedisConnectionError, RedisTimeoutError)
+
+
+class ApiError(Exception):
+    """An error response an endpoint chose to send: ``{"error": {"code", "message"}}``."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.headers = headers
+
+
+def get_ops(request: Request) -> Operators:
+    """The :class:`~lazarus.operators.Operators` of the app serving ``request``."""
+    ops: Operators = request.app.state.ops
+    return ops
+
+
+Ops = Annotated[Operators, Depends(get_ops)]
+
+_bearer = HTTPBearer(auto_error=False, description="The token given to `lazarus serve`.")
+
+
+def require_token(
+    ops: Ops,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Refuse the request (401) unless it carries ``Authorization: Bearer <token>`` matching
+    the configured token; every request passes when no token is configured."""
+    presented = credentials.credentials if credentials is not None else None
+    if not ops.token_matches(presented):
+        message = "a valid 'Authorization: Bearer <token>' header is required"
+        if presented is None:
+            message = "missing 'Authorization: Bearer <token>' header"
+        raise ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _name(field: str) -> AfterValidator:
+    return AfterValidator(lambda value: validate_name(value, field))
+
+
+def _job_id(field: str) -> AfterValidator:
+    return AfterValidator(lambda value: validate_job_id(value, field))
+
+
+_NAME_RULES = "1 to 200 characters, no braces, whitespace or control characters"
+
+QueueName = Annotated[
+    str,
+    Path(min_length=1, max_length=MAX_NAME_LENGTH, description=f"Queue name ({_NAME_RULES})."),
+    _name("name"),
+]
+JobId = Annotated[
+    str,
+    Path(min_length=1, max_length=MAX_NAME_LENGTH, description=f"Job id ({_NAME_RULES})."),
+    _job_id("id"),
+]
+DlqName = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description=f"The dead letter queue to read ({_NAME_RULES}).",
+    ),
+    _name("dlq"),
+]
+
+
+def checked_name(value: str, field: str) -> str:
+    """``value`` if it is a valid queue name, else an :class:`ApiError` 422 naming ``field``."""
+    try:
+        return validate_name(value, field)
+    except (TypeError, ValueError) as exc:
+        raise ApiError(422, "invalid_parameter", str(exc), field=field) from None
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorResponse, "description": description}
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    422: _error("A parameter is invalid; the message names it."),
+    503: _error("Redis is unreachable."),
+}
+"""Error responses every route may send, for the OpenAPI document."""
+
+AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    401: _error("The bearer token is missing or wrong."),
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _error("No such job, queue or id.")}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: _error("The job is not a dead letter, or not in a state that allows this."),
+}

@@ -1,0 +1,119 @@
+"""Queues (list, one, a job of one, pause, resume) and the health check."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+
+from ..operators import Operators, QueueSummary
+from ._deps import (
+    AUTH_ERRORS,
+    ERRORS,
+    NOT_FOUND,
+    REDIS_DOWN,
+    ApiError,
+    JobId,
+    Ops,
+    QueueName,
+    require_token,
+)
+from .schemas import (
+    ErrorDetail,
+    Health,
+    HealthQueue,
+    JobOut,
+    QueueList,
+    QueueOut,
+    RedisHealth,
+    job_out,
+    queue_out,
+)
+
+router = APIRouter(prefix="/api/queues", tags=["queues"], responses=ERRORS)
+health_router = APIRouter(tags=["health"])
+_AUTH = [Depends(require_token)]
+
+
+async def existing_queue(ops: Operators, name: str) -> QueueSummary:
+    """The summary of queue ``name``; 404 unless it is in the prefix's queue registry."""
+    if name not in await ops.queue_names():
+        raise ApiError(404, "not_found", f"no queue {name!r}")
+    return await ops.summary(name)
+
+
+@router.get("", summary="Every queue with its counts and dead-letter depth")
+async def list_queue_summaries(ops: Ops) -> QueueList:
+    """Every queue under the prefix, by name."""
+    return QueueList(queues=[queue_out(s) for s in await ops.summaries()])
+
+
+@router.get("/{name}", summary="One queue", responses=NOT_FOUND)
+async def get_queue(ops: Ops, name: QueueName) -> QueueOut:
+    """Counts, pause flag and dead-letter depth of one queue."""
+    return queue_out(await existing_queue(ops, name))
+
+
+@router.get("/{name}/jobs/{id}", summary="One job of a queue", responses=NOT_FOUND)
+async def get_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
+    """One job with its state (and ``deadLetter`` metadata for a dead letter)."""
+    queue = ops.queue(name)
+    job = await queue.get_job(id)
+    if job is None:
+        raise ApiError(404, "not_found", f"no job {id!r} in {name!r}")
+    return job_out(job, await queue.get_job_state(id))
+
+
+@router.post("/{name}/pause", summary="Pause a queue", dependencies=_AUTH,
+             responses={**AUTH_ERRORS, **NOT_FOUND})  # fmt: skip
+async def pause_queue(ops: Ops, name: QueueName) -> QueueOut:
+    """Stop workers from claiming jobs of the queue; running jobs finish."""
+    await existing_queue(ops, name)
+    await ops.queue(name).pause()
+    return queue_out(await ops.summary(name))
+
+
+@router.post("/{name}/resume", summary="Resume a queue", dependencies=_AUTH,
+             responses={**AUTH_ERRORS, **NOT_FOUND})  # fmt: skip
+async def resume_queue(ops: Ops, name: QueueName) -> QueueOut:
+    """Let workers claim jobs of the queue again."""
+    await existing_queue(ops, name)
+    await ops.queue(name).resume()
+    return queue_out(await ops.summary(name))
+
+
+def _health_queue(summary: QueueSummary) -> HealthQueue:
+    counts = summary.counts
+    return HealthQueue(
+        name=summary.name,
+        active=counts.get("active", 0),
+        waiting=sum(counts.get(s, 0) for s in ("waiting", "prioritized", "paused")),
+        delayed=counts.get("delayed", 0),
+        failed=counts.get("failed", 0),
+        paused=summary.paused,
+        deadLetters=summary.dead_letters,
+    )
+
+
+@health_router.get(
+    "/health",
+    summary="Redis reachability and per-queue statistics",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "Redis is unreachable."}},
+)
+async def health(ops: Ops) -> Response | Health:
+    """``ok`` with active, waiting, failed and dead-letter counts per queue; 503 when Redis
+    cannot be reached."""
+    try:
+        await ops.ping()
+        summaries = await ops.summaries()
+    except REDIS_DOWN as exc:
+        body = Health(
+            status="unavailable",
+            redis=RedisHealth(reachable=False, error=str(exc)),
+            queues=[],
+            error=ErrorDetail(code="redis_unavailable", message=str(exc)),
+        )
+        return JSONResponse(body.model_dump(), status_code=503)
+    return Health(
+        status="ok", redis=RedisHealth(reachable=True), queues=[_health_queue(s) for s in summaries]
+    )
