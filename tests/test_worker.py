@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from lazarus import Backoff, Job, Queue, UnrecoverableError, Worker, _scripts
+from lazarus._connection import now_ms
 from lazarus.embedded import EmbeddedRedis
 
 from .conftest import wait_until
@@ -244,7 +245,15 @@ async def test_remove_on_complete_keeps_only_the_newest(
 ) -> None:
     await queue.add_bulk([{"name": "n", "data": i, "remove_on_complete": 2} for i in range(5)])
     gone = await queue.add("gone", None, remove_on_complete=True)
-    worker = make_worker(lambda j: None, concurrency=1)
+
+    async def next_millisecond(job: Job) -> None:
+        # Finish times are in ms: each job ends on a later ms than the one before, so
+        # "the newest two" is well defined.
+        started = now_ms()
+        while now_ms() == started:  # noqa: ASYNC110 - waiting for the clock itself
+            await asyncio.sleep(0.0002)
+
+    worker = make_worker(next_millisecond, concurrency=1)
 
     await asyncio.wait_for(on_count(worker, "completed", 6).wait(), 10)
 
