@@ -291,10 +291,11 @@ class Worker:
             result = await _run_processor(self._processor, job, self._ctx.executor)
         except Exception as exc:
             error = exc
-        try:
-            outcome, next_job = await self._record(claimed, result, error)
-        finally:
-            self._held.pop(job.id, None)
+        # No more renewals once the outcome is on its way: a renewal racing the outcome
+        # script would find the job finished and report a lock that was not lost. If
+        # recording outlasts the lease, the job stalls and runs again (at least once).
+        self._held.pop(job.id, None)
+        outcome, next_job = await self._record(claimed, result, error)
         if outcome is not None:
             await self._announce(job, outcome)
         return next_job
