@@ -162,11 +162,19 @@ class Queue(DeadLetterMixin):
             calls.append((keys, args))
         results: list[Any] = []
         # One pipeline per few chunks: in order on one connection, one round trip each.
+        if len(calls) == 1:  # a single add: one EVALSHA, no pipeline to build and reset
+            return await self._jobs_added(prepared, await script(self._client, *calls[0]), now)
         for start in range(0, len(calls), BULK_IN_FLIGHT):
             for batch in await script.call_many(
                 self._client, calls[start : start + BULK_IN_FLIGHT]
             ):
                 results += batch
+        return await self._jobs_added(prepared, results, now)
+
+    async def _jobs_added(
+        self, prepared: list[_Prepared], results: list[Any], now: int
+    ) -> list[Job]:
+        """The jobs an add returns: the existing one where the id was taken already."""
         jobs = []
         for p, result in zip(prepared, results):
             if result == ErrorCode.JOB_EXISTS:
