@@ -8,7 +8,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from lazarus import Job
+from lazarus import DeadLetterError, Job, UnrecoverableError
 
 
 async def mark_then_hang(job: Job) -> None:
@@ -21,3 +21,18 @@ async def mark_then_hang(job: Job) -> None:
 
 def echo(job: Job) -> Any:
     return job.data
+
+
+# Exceptions a dead-lettering test can ask for by name in the job's data.
+ERRORS: dict[str, type[Exception]] = {
+    "TimeoutError": TimeoutError,
+    "ConnectionError": ConnectionError,
+    "ValueError": ValueError,
+    "UnrecoverableError": UnrecoverableError,
+    "DeadLetterError": DeadLetterError,
+}
+
+
+async def fail_as_told(job: Job) -> None:
+    """Raise the exception named by ``job.data["error"]`` (default ``RuntimeError``)."""
+    raise ERRORS.get(job.data.get("error", ""), RuntimeError)(job.data.get("message", "boom"))

@@ -14,35 +14,21 @@ import pytest
 import redis.asyncio as aioredis
 
 from lazarus import (
-    DeadLetterError,
     DeadLetterFilter,
     Job,
     JobNotFoundError,
     Queue,
-    UnrecoverableError,
     Worker,
 )
 from lazarus._connection import now_ms
 
 from .conftest import wait_until
+from .procs import fail_as_told
 
 MakeWorker = Callable[..., Worker]
 
-ERRORS: dict[str, type[Exception]] = {
-    "TimeoutError": TimeoutError,
-    "ConnectionError": ConnectionError,
-    "ValueError": ValueError,
-    "UnrecoverableError": UnrecoverableError,
-    "DeadLetterError": DeadLetterError,
-}
-
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-async def fail_as_told(job: Job) -> None:
-    """Raise the exception named by ``job.data["error"]`` (default ``RuntimeError``)."""
-    raise ERRORS.get(job.data.get("error", ""), RuntimeError)(job.data.get("message", "boom"))
 
 
 async def holds(dlq: Queue, count: int) -> bool:

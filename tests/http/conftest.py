@@ -11,26 +11,15 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from lazarus import DeadLetterError, Job, Queue, UnrecoverableError, Worker
+from lazarus import Job, Queue, Worker
 from lazarus.http import create_app
+
+from ..procs import fail_as_told
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DLQ = "jobs-dlq"
 MakeWorker = Callable[..., Worker]
-
-ERRORS: dict[str, type[Exception]] = {
-    "TimeoutError": TimeoutError,
-    "ConnectionError": ConnectionError,
-    "ValueError": ValueError,
-    "UnrecoverableError": UnrecoverableError,
-    "DeadLetterError": DeadLetterError,
-}
-
-
-async def fail_as_told(job: Job) -> None:
-    """Raise the exception named by ``job.data["error"]`` (default ``RuntimeError``)."""
-    raise ERRORS.get(job.data.get("error", ""), RuntimeError)(job.data.get("message", "boom"))
 
 
 async def dead_letter(
