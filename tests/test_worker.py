@@ -463,3 +463,47 @@ async def test_close_of_an_idle_worker_does_not_wait_out_the_blocking_timeout(
 
     # Idle now, blocked on the marker for up to 30 s: close must not wait for that.
     await asyncio.wait_for(worker.close(), 5)
+
+
+async def test_leases_are_renewed_while_close_waits_for_running_jobs(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(job: Job) -> str:
+        started.set()
+        await release.wait()
+        return "finished"
+
+    job = await queue.add("n", None)
+    worker = make_worker(slow, lock_duration=400, stalled_interval=200)
+    await asyncio.wait_for(started.wait(), 10)
+    closing = asyncio.create_task(worker.close(timeout=20))
+    first = await raw.zscore(queue.keys.leases, job.id)
+    assert first is not None
+
+    async def renewed_past_the_first_expiry() -> bool:
+        score = await raw.zscore(queue.keys.leases, job.id)
+        return score is not None and score > first + 400
+
+    # A lease not renewed during shutdown would expire and the sweep would count a stall.
+    await wait_until(renewed_past_the_first_expiry, message="a renewal during close()")
+    release.set()
+    await asyncio.wait_for(closing, 10)
+
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.return_value == "finished"
+    assert stored.attempts_made == 1 and stored.attempts == []
+
+
+async def test_close_leaves_no_wake_key_behind(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis, prefix: str
+) -> None:
+    await queue.add("n", None)
+    worker = make_worker(lambda j: None, block_timeout=30)
+    await asyncio.wait_for(on_count(worker, "completed", 1).wait(), 10)
+
+    await asyncio.wait_for(worker.close(), 5)
+
+    assert not [k async for k in raw.scan_iter(match=f"{prefix}:*:wake:*")]
+    assert not worker.running

@@ -25,6 +25,7 @@ always inside the queue's own hash tag.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 # Braces would break the hash tag; control characters and whitespace make keys unreadable.
@@ -116,18 +117,18 @@ class QueueKeys:
     def events(self) -> str:
         return self.base + "events"
 
-    @property
-    def group(self) -> list[str]:
+    @functools.cached_property
+    def group(self) -> tuple[str, ...]:
         """The ten keys a transition script receives for a queue, in ``queue_keys`` order."""
-        return [
+        return (
             self.wait, self.prioritized, self.pc, self.delayed, self.active, self.leases,
             self.marker, self.meta, self.events, self.job_prefix,
-        ]  # fmt: skip
+        )  # fmt: skip
 
-    @property
-    def dead_letter_group(self) -> list[str]:
+    @functools.cached_property
+    def dead_letter_group(self) -> tuple[str, ...]:
         """The four keys of a dead letter queue that a dead-lettering script writes."""
-        return [self.wait, self.marker, self.events, self.meta]
+        return (self.wait, self.marker, self.events, self.meta)
 
     @property
     def job_prefix(self) -> str:
@@ -135,6 +136,10 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + job_id
+
+    def wake(self, worker_name: str) -> str:
+        """The sorted set a worker's blocking claim also waits on, so close() can wake it."""
+        return self.base + "wake:" + worker_name
 
     @property
     def registry(self) -> str:

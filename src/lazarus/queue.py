@@ -90,10 +90,14 @@ class Queue(DeadLetterMixin):
     def _options(self, options: dict[str, Any]) -> tuple[JobOptions, str]:
         """Validated options and their JSON; a bulk of jobs with equal options builds them once."""
         try:
-            key: Any = tuple(sorted((k, _freeze(v)) for k, v in options.items()))
+            key: Any = tuple(options.items())  # scalars only (the usual case): no sorting
             cached = self._options_cache.get(key)
-        except TypeError:  # an unhashable value: no caching
-            key, cached = None, None
+        except TypeError:
+            try:
+                key = tuple(sorted((k, _freeze(v)) for k, v in options.items()))
+                cached = self._options_cache.get(key)
+            except TypeError:  # an unhashable value: no caching
+                key, cached = None, None
         if cached is None:
             opts = JobOptions(**options)
             cached = (opts, _codec.encode(opts.to_dict(), field="opts"))

@@ -16,6 +16,7 @@ Processors may be ``async def`` functions or plain functions (run in a thread po
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import os
@@ -28,6 +29,7 @@ from typing import Any, Literal
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from . import _scripts
 from ._connection import TRANSIENT_ERRORS, connect, now_ms, reporting
@@ -44,12 +46,8 @@ log = logging.getLogger("lazarus.worker")
 WorkerEvent = Literal["active", "completed", "failed", "deadLettered", "retrying", "error", "lost"]
 _EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error", "lost")
 MAX_BACKOFF = 5.0
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Mark an abandoned task's outcome as seen (it may end in an error after close())."""
-    if not task.cancelled():
-        task.exception()
+CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
+BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
 
 
 def _positive(value: object, field: str) -> int:
@@ -102,6 +100,7 @@ class Worker:
         self.block_timeout = block_timeout
         self.shutdown_timeout = shutdown_timeout
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._wake_key = self.keys.wake(self.name)
         self._processor = processor
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection, max_connections=None)
@@ -123,7 +122,9 @@ class Worker:
         self._listeners: dict[str, list[Callable[..., Any]]] = defaultdict(list)
         self._closing = False
         self._run_task: asyncio.Task[None] | None = None
-        self._close_requested = asyncio.Event()
+        self._blocking = False  # in the blocking claim round trip
+        self._clock_offset = 0  # this machine's clock minus the server's, in ms
+        self._clock_checked = float("-inf")
         self._background: set[asyncio.Task[Any]] = set()
         if autorun:
             try:
@@ -211,6 +212,9 @@ class Worker:
         lease_task = asyncio.create_task(keeper.run())
         try:
             await self._main_loop()
+            # Leases are renewed until the jobs in flight are done (close() bounds the wait).
+            while self._tasks:
+                await asyncio.wait(set(self._tasks))
         finally:
             keeper.stop()
             _, pending = await asyncio.wait({lease_task}, timeout=self.shutdown_timeout)
@@ -219,6 +223,8 @@ class Worker:
 
     async def _main_loop(self) -> None:
         failures = 0
+        idle = False
+        next_due = -1
         while not self._closing:
             free = self.concurrency - len(self._tasks)
             if free <= 0:
@@ -226,46 +232,77 @@ class Worker:
                 await self._slot_freed.wait()
                 continue
             try:
-                claimed, next_due = await self._claim(free)
-                if not claimed:
-                    await self._wait_for_work(next_due)
+                if idle:
+                    claimed, next_due = await self._wait_and_claim(free, next_due)
+                else:
+                    claimed, next_due = await self._claim(free)
+                # Fewer jobs than free slots: the queue is drained for now. A job added from
+                # here on sets the marker, so the next call may block at once.
+                idle = len(claimed) < free
                 failures = 0
             except TRANSIENT_ERRORS as exc:
                 failures += 1
+                idle = False
                 self._report_error(exc)
                 await asyncio.sleep(min(0.1 * 2**failures, MAX_BACKOFF))
                 continue
-            for job in claimed:
+            for job in claimed:  # started even when closing: they are claimed
                 self._start(job)
+
+    def _claim_args(self, count: int) -> list[Any]:
+        return [now_ms(), self.name, self.lock_duration, count, self._ctx.max_events]
 
     async def _claim(self, count: int) -> tuple[list[ClaimedJob], int]:
         reply = await _scripts.load("claim_jobs")(
-            self._client, self.keys.group,
-            [now_ms(), self.name, self.lock_duration, count, self._ctx.max_events],
-        )  # fmt: skip
+            self._client, self.keys.group, self._claim_args(count)
+        )
+        return self._claimed(reply)
+
+    def _claimed(self, reply: list[Any]) -> tuple[list[ClaimedJob], int]:
         jobs = [parse_claimed(item, self.queue_name) for item in reply[1:]]
         return [j for j in jobs if j is not None], int(reply[0])
 
-    async def _wait_for_work(self, next_due: int) -> None:
-        """Block until a job may be ready (marker), the next delayed job is due, or close()."""
-        if self._closing:
-            return
+    async def _wait_and_claim(self, count: int, next_due: int) -> tuple[list[ClaimedJob], int]:
+        """Block until a job may be ready (the marker), the next delayed job is due, or
+        close() (this worker's wake key), then claim: one round trip.
+
+        The claim is sent behind the BZPOPMIN on the same connection, and Redis runs it as
+        soon as the pop returns, so a woken worker has its jobs without asking again. It runs
+        on the server's clock corrected to ours, since its send time is stale by then.
+        """
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._clock_checked + CLOCK_CHECK_INTERVAL:
+            await self._check_clock()
+            self._clock_checked = loop.time()
         timeout = self.block_timeout
         if next_due >= 0:
             timeout = min(timeout, max((next_due - now_ms()) / 1000, 0.001))
-        pop = asyncio.ensure_future(self._client.bzpopmin(self.keys.marker, timeout=timeout))
-        stop = asyncio.ensure_future(self._close_requested.wait())
+        script = _scripts.load("claim_jobs")
+        claim_args = [*self._claim_args(count), self._clock_offset]
+        claim = ("EVALSHA", script.sha, len(self.keys.group), *self.keys.group, *claim_args)
+        self._blocking = True  # from here on, close() wakes this call instead of cancelling
         try:
-            # A race against close(), not a cancellation: cancelling a Redis call in flight
-            # is not always delivered, and close() must not wait out the blocking timeout.
-            await asyncio.wait({pop, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if self._closing:
+                return [], next_due
+            _, reply = await _scripts.execute(
+                self._client,
+                [("BZPOPMIN", self.keys.marker, self._wake_key, f"{timeout:.3f}"), claim],
+                timeout=timeout + BLOCK_READ_MARGIN,
+            )
         finally:
-            stop.cancel()
-        if pop.done():
-            pop.result()
-        else:
-            pop.cancel()
-            pop.add_done_callback(_retrieve)
+            self._blocking = False
+        if isinstance(reply, NoScriptError):
+            reply = await script(self._client, self.keys.group, self._claim_args(count))
+        elif isinstance(reply, Exception):
+            raise reply
+        return self._claimed(reply)
+
+    async def _check_clock(self) -> None:
+        """Measure this machine's clock against the server's (to the round trip's precision)."""
+        before = now_ms()
+        seconds, micros = await self._client.time()
+        after = now_ms()
+        self._clock_offset = (before + after) // 2 - (seconds * 1000 + micros // 1000)
 
     def _start(self, claimed: ClaimedJob) -> None:
         task = asyncio.create_task(self._work(claimed))
@@ -351,20 +388,47 @@ class Worker:
         timeout are cancelled; their leases expire and another worker retries them."""
         self._closing = True
         self._slot_freed.set()
-        self._close_requested.set()
-        if self._tasks:
-            _, pending = await asyncio.wait(
-                set(self._tasks), timeout=timeout or self.shutdown_timeout
-            )
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-        if self._run_task is not None and self._run_task is not asyncio.current_task():
-            await asyncio.gather(self._run_task, return_exceptions=True)
+        woken = self._blocking and await self._wake()
+        limit = timeout or self.shutdown_timeout
+        run_task = self._run_task
+        if run_task is not None and run_task is not asyncio.current_task():
+            if self._blocking and not woken:  # Redis is unreachable: no reply to lose
+                run_task.cancel()
+            done, _ = await asyncio.wait({run_task}, timeout=limit)
+            if not done:
+                await self._cancel(set(self._tasks))
+                await asyncio.wait({run_task}, timeout=1.0)
+            if not run_task.done():
+                run_task.cancel()
+            await asyncio.gather(run_task, return_exceptions=True)
+        elif self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=limit)
+            await self._cancel(pending)
+        if woken:  # the loop may have left before popping it
+            with contextlib.suppress(*TRANSIENT_ERRORS):
+                await self._client.delete(self._wake_key)
         if self._ctx.executor is not None:
             self._ctx.executor.shutdown(wait=False)
         if self._owns_client:
             await self._client.aclose()
+
+    async def _wake(self) -> bool:
+        """Wake this worker's blocking claim through Redis (cancelling it could lose the reply
+        of a claim that already ran). False when Redis could not be told."""
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.zadd(self._wake_key, {"close": 0})
+                pipe.pexpire(self._wake_key, int((self.block_timeout + 60) * 1000))
+                await pipe.execute()
+        except TRANSIENT_ERRORS:
+            return False
+        return True
+
+    @staticmethod
+    async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def __aenter__(self) -> Worker:
         return self

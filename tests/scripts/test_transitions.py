@@ -106,6 +106,24 @@ async def test_claim_moves_the_oldest_job_to_active_under_a_lease(
     assert (await events(raw, k))[-1] == {"event": "active", "jobId": "a"}
 
 
+async def test_claim_with_a_clock_offset_runs_on_the_server_clock_plus_the_offset(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    seconds, micros = await raw.time()
+    before = seconds * 1000 + micros // 1000
+
+    reply = await call(raw, "claim_jobs", k.group, [NOW, "w1", 30_000, 1, MAXLEN, 5_000])
+
+    seconds, micros = await raw.time()
+    after = seconds * 1000 + micros // 1000
+    assert reply[1][0] == "a"
+    processed_on = int(await raw.hget(k.job("a"), "processedOn"))
+    # ARGV[1] (NOW, a fixed past time) is ignored: the server's clock + 5 s is used instead.
+    assert before + 5_000 <= processed_on <= after + 5_000
+    assert await raw.zscore(k.leases, "a") == processed_on + 30_000
+
+
 async def test_claim_of_a_paused_queue_returns_nothing(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "a")
     await call(raw, "pause_queue", [k.meta, k.marker, k.events], [1, MAXLEN])

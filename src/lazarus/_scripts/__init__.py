@@ -4,19 +4,39 @@ Each ``<name>.lua`` here is one transition and opens with a header naming its ``
 ``ARGV[i]``; ``includes/`` holds shared local functions pulled in by ``-- @include <name>``
 lines. Scripts are loaded once per process and called by EVALSHA, falling back to SCRIPT LOAD
 when the server answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+
+Scripts are the hot path (one call per job added, claimed or finished), so a call goes straight
+to a pooled connection: it skips the per-command bookkeeping of ``Redis.execute_command`` but
+keeps its behaviour, the client's retry policy on a fresh connection included.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
+import math
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as async_timeout
+else:  # pragma: no cover - redis-py depends on async-timeout before 3.11.3
+    from async_timeout import timeout as async_timeout  # type: ignore[import-not-found]
+
+_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - hiredis is a dependency; redis-py packs without it
+    _hiredis_pack = None
 
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _HEADER_KEY = re.compile(r"^\s*KEYS\[(\d+)\]\s+(\w+)", re.MULTILINE)
@@ -51,24 +71,25 @@ class Script:
         self.header_args = dict(_parse(_HEADER_ARG, header))
 
     async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
+        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        (reply,) = await execute(client, [command])
+        if isinstance(reply, NoScriptError):
             await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            (reply,) = await execute(client, [command])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     async def call_many(
         self, client: Redis, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
     ) -> list[Any]:
-        """Run several calls in one pipeline, in order, on one connection.
+        """Run several calls in one round trip, in order, on one connection.
 
         Only for idempotent calls: a call the server refused with NOSCRIPT is run again
         after loading the script.
         """
-        async with client.pipeline(transaction=False) as pipe:
-            for keys, args in calls:
-                pipe.evalsha(self.sha, len(keys), *keys, *args)
-            results = list(await pipe.execute(raise_on_error=False))
+        commands = [("EVALSHA", self.sha, len(keys), *keys, *args) for keys, args in calls]
+        results = await execute(client, commands)
         for index, result in enumerate(results):
             if isinstance(result, NoScriptError):
                 keys, args = calls[index]
@@ -76,6 +97,80 @@ class Script:
             elif isinstance(result, Exception):
                 raise result
         return results
+
+
+async def execute(
+    client: Redis, commands: Sequence[Sequence[Any]], *, timeout: float | None = None
+) -> list[Any]:
+    """Send ``commands`` in one write on a pooled connection and return their replies in order,
+    unparsed (as ``execute_command`` returns an EVALSHA reply); an error reply is returned as
+    its exception. Connection errors are retried on a fresh connection as the client's retry
+    policy says, so only idempotent commands may be sent together.
+
+    ``timeout`` (seconds) bounds the wait for the replies, for commands that block; by default
+    the connection's ``socket_timeout`` applies.
+    """
+    if client.connection is not None:  # a single-connection client: keep its locking
+        async with client.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(await pipe.execute(raise_on_error=False))
+    pool = client.connection_pool
+    conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+    try:
+        replies: list[Any] = await conn.retry.call_with_retry(
+            lambda: _send_and_read(conn, commands, timeout), lambda _error: conn.disconnect()
+        )
+        return replies
+    finally:
+        await pool.release(conn)
+
+
+async def _send_and_read(
+    conn: AbstractConnection, commands: Sequence[Sequence[Any]], timeout: float | None
+) -> list[Any]:
+    packed = [pack(conn, command) for command in commands]
+    await conn.send_packed_command(packed[0] if len(packed) == 1 else _join(packed))
+    if timeout is None:
+        return await _read_replies(conn, len(commands), None)
+    try:
+        async with async_timeout(timeout):
+            return await _read_replies(conn, len(commands), math.inf)
+    except asyncio.TimeoutError:
+        await conn.disconnect(nowait=True)  # replies may still arrive: never reuse it
+        raise RedisTimeoutError(f"no reply within {timeout:.1f} s") from None
+
+
+async def _read_replies(conn: AbstractConnection, count: int, timeout: float | None) -> list[Any]:
+    replies: list[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(await conn.read_response(timeout=timeout))
+        except ResponseError as error:  # the connection is fine; later replies still follow
+            replies.append(error)
+    return replies
+
+
+def _join(packed: list[bytes | list[bytes]]) -> list[bytes]:
+    out: list[bytes] = []
+    for item in packed:
+        if isinstance(item, bytes):
+            out.append(item)
+        else:
+            out.extend(item)
+    return out
+
+
+def pack(conn: AbstractConnection, command: Sequence[Any]) -> bytes | list[bytes]:
+    """``command`` in the Redis protocol: by hiredis (in C) when it is installed and takes the
+    arguments, else by redis-py (whose errors name a bad argument)."""
+    if _hiredis_pack is not None:
+        try:
+            return _hiredis_pack(tuple(command))
+        except TypeError:
+            pass
+    packed: list[bytes] = conn.pack_command(*command)
+    return packed
 
 
 def _parse(pattern: re.Pattern[str], header: str) -> list[tuple[int, str]]:

@@ -18,6 +18,10 @@
   ARGV[3]  lock_ms          lease length
   ARGV[4]  count            most jobs to claim
   ARGV[5]  maxlen           events stream length
+  ARGV[6]  clock_offset     optional, milliseconds: when given, now is the server's TIME plus
+                            this offset and ARGV[1] is ignored. A claim sent behind a blocking
+                            BZPOPMIN runs when the pop returns, so its send time is stale; the
+                            worker measures the offset between its clock and the server's.
 
   Returns: {next_due, job, job, ...}: next_due is the due time of the earliest delayed job or
            -1; each job is {id, token, field, value, ...} (the job hash).
@@ -30,6 +34,10 @@
 
 local q = queue_keys(1)
 local now = tonumber(ARGV[1])
+if ARGV[6] then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[6])
+end
 local maxlen = ARGV[5]
 promote_delayed(q, now, maxlen)
 local reply = {0}

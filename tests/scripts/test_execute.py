@@ -1,0 +1,97 @@
+"""_scripts.execute: commands sent straight on a pooled connection, replies in order."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import DataError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from lazarus import Queue, _scripts
+
+from ..conftest import wait_until
+
+
+async def test_replies_come_back_in_order_with_error_replies_in_place(
+    raw: aioredis.Redis, prefix: str
+) -> None:
+    key = f"{prefix}:counter"
+
+    replies = await _scripts.execute(
+        raw, [("SET", key, "x"), ("INCR", key), ("APPEND", key, "y"), ("GET", key)]
+    )
+
+    assert replies[0] == "OK"
+    assert isinstance(replies[1], ResponseError)
+    assert replies[2:] == [2, "xy"]
+    # The connection is still in step: the next call reads its own reply.
+    assert await _scripts.execute(raw, [("GET", key)]) == ["xy"]
+
+
+async def test_an_argument_hiredis_cannot_pack_gets_redis_py_s_error(
+    raw: aioredis.Redis, prefix: str
+) -> None:
+    with pytest.raises(DataError, match="NoneType"):
+        await _scripts.execute(raw, [("SET", f"{prefix}:k", None)])
+
+    assert await raw.exists(f"{prefix}:k") == 0
+
+
+async def test_a_cancelled_call_leaves_no_reply_behind_for_the_next(
+    raw: aioredis.Redis, prefix: str
+) -> None:
+    blocked = asyncio.create_task(_scripts.execute(raw, [("BLPOP", f"{prefix}:never", 5)]))
+
+    async def blocking() -> bool:
+        return any(c["cmd"] == "blpop" for c in await raw.client_list())
+
+    await wait_until(blocking, message="the BLPOP to reach the server")
+    blocked.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await blocked
+    await raw.rpush(f"{prefix}:never", "late")
+
+    # Had the cancelled connection been reused, this read would get BLPOP's reply.
+    assert await _scripts.execute(raw, [("PING",)]) == ["PONG"]
+    assert await raw.lrange(f"{prefix}:never", 0, -1) == ["late"]
+
+
+async def test_a_blocking_command_past_its_timeout_raises_and_the_pool_recovers(
+    raw: aioredis.Redis, prefix: str
+) -> None:
+    with pytest.raises(RedisTimeoutError, match="no reply within"):
+        await _scripts.execute(raw, [("BLPOP", f"{prefix}:never", 0)], timeout=0.2)
+
+    await raw.rpush(f"{prefix}:never", "kept")
+    assert await _scripts.execute(raw, [("LRANGE", f"{prefix}:never", 0, -1)]) == [["kept"]]
+
+
+async def test_a_single_connection_client_adds_and_reads_jobs(redis_url: str, prefix: str) -> None:
+    client = aioredis.Redis.from_url(
+        redis_url, decode_responses=True, single_connection_client=True
+    )
+    queue = Queue("jobs", connection=client, prefix=prefix)
+    try:
+        job = await queue.add("one", {"n": 1})
+        bulk = await queue.add_bulk([{"name": "many", "data": i} for i in range(600)])
+
+        assert (await queue.get_job_counts())["waiting"] == 601
+        stored = await queue.get_job(job.id)
+        assert stored is not None and stored.data == {"n": 1}
+        assert len({j.id for j in bulk}) == 600
+    finally:
+        await client.aclose()
+
+
+async def test_a_flushed_script_is_loaded_again(queue: Queue, raw: aioredis.Redis) -> None:
+    await queue.add("before", None)
+    await raw.script_flush()
+
+    single = await queue.add("after", None)
+    await raw.script_flush()
+    bulk = await queue.add_bulk([{"name": "bulk", "data": i} for i in range(600)])
+
+    assert await queue.get_job(single.id) is not None
+    assert len([j for j in bulk if await queue.get_job(j.id) is not None]) == 600
