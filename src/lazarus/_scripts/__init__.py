@@ -18,12 +18,13 @@ import hashlib
 import math
 import re
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -37,6 +38,8 @@ try:
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover - hiredis is a dependency; redis-py packs without it
     _hiredis_pack = None
+
+_spare: weakref.WeakKeyDictionary[ConnectionPool, AbstractConnection] = weakref.WeakKeyDictionary()
 
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _HEADER_KEY = re.compile(r"^\s*KEYS\[(\d+)\]\s+(\w+)", re.MULTILINE)
@@ -116,29 +119,50 @@ async def execute(
                 pipe.execute_command(*command)
             return list(await pipe.execute(raise_on_error=False))
     pool = client.connection_pool
-    conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+    conn = _spare.pop(pool, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
     try:
         replies: list[Any] = await conn.retry.call_with_retry(
             lambda: _send_and_read(conn, commands, timeout), lambda _error: conn.disconnect()
         )
-        return replies
-    finally:
+    except BaseException:
         await pool.release(conn)
+        raise
+    # Keep one connection per pool aside for the next call (most calls come one at a time):
+    # it stays checked out, so the pool's per-checkout bookkeeping is skipped. The pool still
+    # owns it and closes it with the others.
+    if pool in _spare:
+        await pool.release(conn)
+    else:
+        _spare[pool] = conn
+    return replies
 
 
 async def _send_and_read(
     conn: AbstractConnection, commands: Sequence[Sequence[Any]], timeout: float | None
 ) -> list[Any]:
     packed = [pack(conn, command) for command in commands]
-    await conn.send_packed_command(packed[0] if len(packed) == 1 else _join(packed))
-    if timeout is None:
-        return await _read_replies(conn, len(commands), None)
+    limit = timeout if timeout is not None else conn.socket_timeout
+    # One deadline for the write and the replies. The connection's own socket_timeout would
+    # wrap the write in asyncio.wait_for, a task per call: it is lifted while this call holds
+    # the connection (no one else uses it meanwhile) and applied here instead.
+    saved, conn.socket_timeout = conn.socket_timeout, None
     try:
-        async with async_timeout(timeout):
-            return await _read_replies(conn, len(commands), math.inf)
+        if limit is None:
+            return await _write_and_read(conn, packed, len(commands))
+        async with async_timeout(limit):
+            return await _write_and_read(conn, packed, len(commands))
     except asyncio.TimeoutError:
         await conn.disconnect(nowait=True)  # replies may still arrive: never reuse it
-        raise RedisTimeoutError(f"no reply within {timeout:.1f} s") from None
+        raise RedisTimeoutError(f"no reply within {limit:.1f} s") from None
+    finally:
+        conn.socket_timeout = saved
+
+
+async def _write_and_read(
+    conn: AbstractConnection, packed: list[bytes | list[bytes]], count: int
+) -> list[Any]:
+    await conn.send_packed_command(packed[0] if len(packed) == 1 else _join(packed))
+    return await _read_replies(conn, count, math.inf)
 
 
 async def _read_replies(conn: AbstractConnection, count: int, timeout: float | None) -> list[Any]:
