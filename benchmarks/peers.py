@@ -189,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
     parser.add_argument("--peers", default=None,
                         help="comma-separated systems (names as in the table; 'arq-fast' for "
                         "arq (poll 0.01))")  # fmt: skip
+    parser.add_argument("--only", action="append", default=[], metavar="KEY",
+                        help="run only this workload (repeatable): add, add_bulk, drain_noop_10, "
+                        "drain_noop_50, drain_sleep_50, failure_50, latency")  # fmt: skip
     parser.add_argument("--out", type=Path, default=BENCH / "results")
     parser.add_argument("--no-chart", action="store_true", help="skip peers.png (and its venv)")
     args = parser.parse_args(argv)
@@ -202,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
     for venv in sorted({s.venv for s in systems} - {"lazarus"}):
         ensure_venv(venv)
     loads = workloads(n, latency_seconds)
+    if args.only:
+        wanted_loads = {"latency_p50" if k == "latency" else k for k in args.only}
+        unknown = wanted_loads - {w.key for w in loads}
+        if unknown:
+            parser.error(f"--only: unknown workload(s) {sorted(unknown)}")
+        wanted_loads |= {"latency_p99"} if "latency_p50" in wanted_loads else set()
+        loads = [w for w in loads if w.key in wanted_loads]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {s.name: {} for s in systems}
     started = time.perf_counter()
     with EmbeddedRedis(extra_args=REDIS_ARGS) as server:
