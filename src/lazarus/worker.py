@@ -389,21 +389,23 @@ class Worker:
         self._closing = True
         self._slot_freed.set()
         woken = self._blocking and await self._wake()
-        limit = timeout or self.shutdown_timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout or self.shutdown_timeout)
         run_task = self._run_task
         if run_task is not None and run_task is not asyncio.current_task():
             if self._blocking and not woken:  # Redis is unreachable: no reply to lose
                 run_task.cancel()
-            done, _ = await asyncio.wait({run_task}, timeout=limit)
-            if not done:
-                await self._cancel(set(self._tasks))
-                await asyncio.wait({run_task}, timeout=1.0)
+            # run() returns once the jobs in flight are done, renewing their leases meanwhile.
+            await asyncio.wait({run_task}, timeout=max(deadline - loop.time(), 0))
+        if self._tasks:  # close() from inside run(), or run() was cancelled
+            _, pending = await asyncio.wait(
+                set(self._tasks), timeout=max(deadline - loop.time(), 0)
+            )
+            await self._cancel(pending)
+        if run_task is not None and run_task is not asyncio.current_task():
             if not run_task.done():
                 run_task.cancel()
             await asyncio.gather(run_task, return_exceptions=True)
-        elif self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=limit)
-            await self._cancel(pending)
         if woken:  # the loop may have left before popping it
             with contextlib.suppress(*TRANSIENT_ERRORS):
                 await self._client.delete(self._wake_key)
