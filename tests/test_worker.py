@@ -507,3 +507,15 @@ async def test_close_leaves_no_wake_key_behind(
 
     assert not [k async for k in raw.scan_iter(match=f"{prefix}:*:wake:*")]
     assert not worker.running
+
+
+async def test_the_shortest_blocking_wait_still_times_out(raw: aioredis.Redis, prefix: str) -> None:
+    from lazarus.worker import _block_seconds
+
+    assert _block_seconds(0.0001) == "0.0015"
+    assert _block_seconds(5) == "5.0005"
+    # Redis truncates to whole ms and 0 blocks forever: "0.001" can hang on Redis 6.2.
+    reply = await asyncio.wait_for(
+        raw.execute_command("BZPOPMIN", f"{prefix}:empty", _block_seconds(0.0001)), 5
+    )
+    assert reply is None

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import os
 import socket
 import uuid
@@ -48,6 +49,16 @@ _EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error",
 MAX_BACKOFF = 5.0
 CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
 BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
+
+
+def _block_seconds(timeout: float) -> str:
+    """A blocking command's timeout argument: whole milliseconds (at least 1) plus half of one.
+
+    Redis turns fractional seconds into milliseconds by truncation, and 0 means "block
+    forever": "0.001" can land just below 1 ms (Redis 6.2 does so) and never time out.
+    """
+    ms = max(math.ceil(timeout * 1000), 1)
+    return f"{(ms + 0.5) / 1000:.4f}"
 
 
 def _positive(value: object, field: str) -> int:
@@ -286,7 +297,7 @@ class Worker:
                 return [], next_due
             _, reply = await _scripts.execute(
                 self._client,
-                [("BZPOPMIN", self.keys.marker, self._wake_key, f"{timeout:.3f}"), claim],
+                [("BZPOPMIN", self.keys.marker, self._wake_key, _block_seconds(timeout)), claim],
                 timeout=timeout + BLOCK_READ_MARGIN,
             )
         finally:
