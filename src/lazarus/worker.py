@@ -281,16 +281,13 @@ class Worker:
         soon as the pop returns, so a woken worker has its jobs without asking again. It runs
         on the server's clock corrected to ours, since its send time is stale by then.
         """
-        loop = asyncio.get_running_loop()
-        if loop.time() >= self._clock_checked + CLOCK_CHECK_INTERVAL:
+        if asyncio.get_running_loop().time() >= self._clock_checked + CLOCK_CHECK_INTERVAL:
             await self._check_clock()
-            self._clock_checked = loop.time()
         timeout = self.block_timeout
         if next_due >= 0:
             timeout = min(timeout, max((next_due - now_ms()) / 1000, 0.001))
         script = _scripts.load("claim_jobs")
-        claim_args = [*self._claim_args(count), self._clock_offset]
-        claim = ("EVALSHA", script.sha, len(self.keys.group), *self.keys.group, *claim_args)
+        claim = script.command(self.keys.group, [*self._claim_args(count), self._clock_offset])
         self._blocking = True  # from here on, close() wakes this call instead of cancelling
         try:
             if self._closing:
@@ -314,6 +311,7 @@ class Worker:
         seconds, micros = await self._client.time()
         after = now_ms()
         self._clock_offset = (before + after) // 2 - (seconds * 1000 + micros // 1000)
+        self._clock_checked = asyncio.get_running_loop().time()
 
     def _start(self, claimed: ClaimedJob) -> None:
         task = asyncio.create_task(self._work(claimed))
@@ -402,8 +400,9 @@ class Worker:
         woken = self._blocking and await self._wake()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self.shutdown_timeout)
-        run_task = self._run_task
-        if run_task is not None and run_task is not asyncio.current_task():
+        # The run() task, unless close() is called from inside it.
+        run_task = self._run_task if self._run_task is not asyncio.current_task() else None
+        if run_task is not None:
             if self._blocking and not woken:  # Redis is unreachable: no reply to lose
                 run_task.cancel()
             # run() returns once the jobs in flight are done, renewing their leases meanwhile.
@@ -413,7 +412,7 @@ class Worker:
                 set(self._tasks), timeout=max(deadline - loop.time(), 0)
             )
             await self._cancel(pending)
-        if run_task is not None and run_task is not asyncio.current_task():
+        if run_task is not None:
             if not run_task.done():
                 run_task.cancel()
             await asyncio.gather(run_task, return_exceptions=True)

@@ -73,8 +73,12 @@ class Script:
         self.header_keys = dict(_parse(_HEADER_KEY, header))
         self.header_args = dict(_parse(_HEADER_ARG, header))
 
+    def command(self, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+        """The EVALSHA command that runs this script, for :func:`execute`."""
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
     async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        command = self.command(keys, args)
         (reply,) = await execute(client, [command])
         if isinstance(reply, NoScriptError):
             await client.script_load(self.source)
@@ -91,7 +95,7 @@ class Script:
         Only for idempotent calls: a call the server refused with NOSCRIPT is run again
         after loading the script.
         """
-        commands = [("EVALSHA", self.sha, len(keys), *keys, *args) for keys, args in calls]
+        commands = [self.command(keys, args) for keys, args in calls]
         results = await execute(client, commands)
         for index, result in enumerate(results):
             if isinstance(result, NoScriptError):
@@ -140,57 +144,35 @@ async def execute(
 async def _send_and_read(
     conn: AbstractConnection, commands: Sequence[Sequence[Any]], timeout: float | None
 ) -> list[Any]:
-    packed = [pack(conn, command) for command in commands]
+    packed = [chunk for command in commands for chunk in pack(conn, command)]
     limit = timeout if timeout is not None else conn.socket_timeout
     # One deadline for the write and the replies. The connection's own socket_timeout would
     # wrap the write in asyncio.wait_for, a task per call: it is lifted while this call holds
     # the connection (no one else uses it meanwhile) and applied here instead.
     saved, conn.socket_timeout = conn.socket_timeout, None
+    replies: list[Any] = []
     try:
-        if limit is None:
-            return await _write_and_read(conn, packed, len(commands))
         async with async_timeout(limit):
-            return await _write_and_read(conn, packed, len(commands))
+            await conn.send_packed_command(packed)
+            for _ in commands:
+                try:
+                    replies.append(await conn.read_response(timeout=math.inf))
+                except ResponseError as error:  # the connection is fine; more replies follow
+                    replies.append(error)
     except asyncio.TimeoutError:
         await conn.disconnect(nowait=True)  # replies may still arrive: never reuse it
         raise RedisTimeoutError(f"no reply within {limit:.1f} s") from None
     finally:
         conn.socket_timeout = saved
-
-
-async def _write_and_read(
-    conn: AbstractConnection, packed: list[bytes | list[bytes]], count: int
-) -> list[Any]:
-    await conn.send_packed_command(packed[0] if len(packed) == 1 else _join(packed))
-    return await _read_replies(conn, count, math.inf)
-
-
-async def _read_replies(conn: AbstractConnection, count: int, timeout: float | None) -> list[Any]:
-    replies: list[Any] = []
-    for _ in range(count):
-        try:
-            replies.append(await conn.read_response(timeout=timeout))
-        except ResponseError as error:  # the connection is fine; later replies still follow
-            replies.append(error)
     return replies
 
 
-def _join(packed: list[bytes | list[bytes]]) -> list[bytes]:
-    out: list[bytes] = []
-    for item in packed:
-        if isinstance(item, bytes):
-            out.append(item)
-        else:
-            out.extend(item)
-    return out
-
-
-def pack(conn: AbstractConnection, command: Sequence[Any]) -> bytes | list[bytes]:
+def pack(conn: AbstractConnection, command: Sequence[Any]) -> list[bytes]:
     """``command`` in the Redis protocol: by hiredis (in C) when it is installed and takes the
     arguments, else by redis-py (whose errors name a bad argument)."""
     if _hiredis_pack is not None:
         try:
-            return _hiredis_pack(tuple(command))
+            return [_hiredis_pack(tuple(command))]
         except TypeError:
             pass
     packed: list[bytes] = conn.pack_command(*command)
