@@ -9,8 +9,11 @@ from __future__ import annotations
 from .dead_letter import (
     DeadLetterCounters,
     DeadLetterFilter,
+    DeadLetterPage,
     DeadLetterQueueOptions,
     DeadLetterStats,
+    DeadLetterStatus,
+    DeadLetterView,
 )
 from .errors import (
     DeadLetterError,
@@ -37,8 +40,11 @@ __all__ = [
     "DeadLetterError",
     "DeadLetterFilter",
     "DeadLetterMetadata",
+    "DeadLetterPage",
     "DeadLetterQueueOptions",
     "DeadLetterStats",
+    "DeadLetterStatus",
+    "DeadLetterView",
     "Job",
     "JobExistsError",
     "JobNotFoundError",

@@ -15,11 +15,20 @@ Cluster slot::
     <prefix>:{<queue>}:meta         HASH   queue flags (paused) and settings
     <prefix>:{<queue>}:events       STREAM events, trimmed to about ``max_events`` entries
     <prefix>:{<queue>}:job:<id>     HASH   one job
+    <prefix>:{<queue>}:dl:t         ZSET   the dead letter store: every dead letter id, by
+                                           arrival time (ms)
+    <prefix>:{<queue>}:dl:i:<f>:<v> ZSET   the dead letters whose field f has value v
+    <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct values of field f
+    <prefix>:{<queue>}:dl:c         HASH   exact counts of every combination of field values
+    <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
     <prefix>:queues                 SET    names of every queue with this prefix
+    <prefix>:dlqs                   SET    names of every queue used as a dead letter queue
 
 Scripts that pick a job they cannot know in advance (claim, stall sweep, retention) receive
 ``<prefix>:{<queue>}:job:`` as a key and append the id: the only key suffix built in Lua, and
-always inside the queue's own hash tag.
+always inside the queue's own hash tag. The store prefix ``<prefix>:{<queue>}:dl:`` is derived
+from ``job_prefix`` in Lua the same way (``includes/queue_keys.lua``) where a script receives
+the queue's key group.
 """
 
 from __future__ import annotations
@@ -128,7 +137,31 @@ class QueueKeys:
     @functools.cached_property
     def dead_letter_group(self) -> tuple[str, ...]:
         """The four keys of a dead letter queue that a dead-lettering script writes."""
-        return (self.wait, self.marker, self.events, self.meta)
+        return (self.dl, self.marker, self.events, self.meta)
+
+    @property
+    def dl(self) -> str:
+        """The prefix of the dead letter store's keys (scripts append the rest)."""
+        return self.base + "dl:"
+
+    @property
+    def dl_time(self) -> str:
+        return self.base + "dl:t"
+
+    def dl_index(self, code: str, value: str) -> str:
+        """The index of the dead letters whose field ``code`` has ``value``."""
+        return f"{self.base}dl:i:{code}:{value}"
+
+    def dl_values(self, code: str) -> str:
+        return f"{self.base}dl:v:{code}"
+
+    @property
+    def dl_counts(self) -> str:
+        return self.base + "dl:c"
+
+    @property
+    def dl_origins(self) -> str:
+        return self.base + "dl:o"
 
     @property
     def job_prefix(self) -> str:
@@ -144,3 +177,8 @@ class QueueKeys:
     @property
     def registry(self) -> str:
         return f"{self.prefix}:queues"
+
+    @property
+    def dead_letter_registry(self) -> str:
+        """The set of the names of every queue used as a dead letter queue."""
+        return f"{self.prefix}:dlqs"

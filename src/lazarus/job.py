@@ -205,6 +205,7 @@ class DeadLetterMetadata:
     reason: DeadLetterReason
     attempts: list[AttemptRecord]
     replay_count: int
+    status: str = "pending"
 
     def to_json(self) -> dict[str, Any]:
         """The camelCase form of ``_dlqMeta``."""
@@ -221,6 +222,7 @@ class DeadLetterMetadata:
             "reason": self.reason,
             "attempts": [a.to_json() for a in self.attempts],
             "replayCount": self.replay_count,
+            "status": self.status,
         }
 
     @classmethod
@@ -242,6 +244,7 @@ class DeadLetterMetadata:
                 AttemptRecord.from_json(a) for a in json.loads(f.get("dlq:attempts") or "[]")
             ],
             replay_count=int(f.get("dlq:replayCount") or 0),
+            status=f.get("dlq:status") or "pending",
         )
 
 

@@ -226,7 +226,19 @@ class Queue(DeadLetterMixin):
             pipe.lpos(k.active, job_id)
             pipe.lpos(k.wait, job_id)
             pipe.hexists(k.meta, "paused")
-            completed, failed, delayed, prioritized, active, waiting, paused = await pipe.execute()
+            pipe.zscore(k.dl_time, job_id)
+            (
+                completed,
+                failed,
+                delayed,
+                prioritized,
+                active,
+                waiting,
+                paused,
+                dead,
+            ) = await pipe.execute()
+        if dead is not None:
+            return "waiting"
         if completed is not None:
             return "completed"
         if failed is not None:
@@ -290,10 +302,12 @@ class Queue(DeadLetterMixin):
             pipe.zcard(k.completed)
             pipe.zcard(k.failed)
             pipe.hexists(k.meta, "paused")
-            wait, prio, delayed, active, completed, failed, paused = await pipe.execute()
+            pipe.zcard(k.dl_time)
+            wait, prio, delayed, active, completed, failed, paused, dead = await pipe.execute()
         ready = int(wait) + int(prio)
         return {
-            "waiting": 0 if paused else int(wait),
+            # Dead letters wait in the store, paused or not: a pause holds claims only.
+            "waiting": (0 if paused else int(wait)) + int(dead),
             "prioritized": 0 if paused else int(prio),
             "paused": ready if paused else 0,
             "delayed": int(delayed),
@@ -398,6 +412,7 @@ class Queue(DeadLetterMixin):
         if batch:
             deleted += int(await self._client.unlink(*batch))
         await self._client.srem(self.keys.registry, self.name)
+        await self._client.srem(self.keys.dead_letter_registry, self.name)
         return deleted
 
     async def close(self) -> None:

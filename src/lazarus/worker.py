@@ -215,6 +215,8 @@ class Worker:
             names.append(self.dead_letter_queue.queue_name)
         async with reporting(self._client):  # the first call names an unreachable address
             await self._client.sadd(self.keys.registry, *names)
+            if self.dead_letter_queue is not None:
+                await self._client.sadd(self.keys.dead_letter_registry, names[-1])
         keeper = LeaseKeeper(
             self._ctx, lambda: dict(self._held),
             stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,

@@ -338,7 +338,8 @@ async def test_dead_letter_moves_the_job_with_its_history_in_one_step(
     assert await raw.llen(k.active) == 0
     assert await raw.zcard(k.leases) == 0
     assert await raw.zcard(k.failed) == 0
-    assert await raw.lrange(d.wait, 0, -1) == ["dl1"]
+    assert await raw.zrange(d.dl_time, 0, -1, withscores=True) == [("dl1", NOW * 1000 + 1)]
+    assert not await raw.exists(d.wait)
     dl = await raw.hgetall(d.job("dl1"))
     assert dl["data"] == payload
     assert dl["name"] == "name"
@@ -379,7 +380,7 @@ async def test_dead_letter_by_a_stranger_is_refused_and_changes_nothing(
 
     assert reply == [-2]
     assert await raw.lrange(k.active, 0, -1) == ["a"]
-    assert not await raw.exists(d.wait)
+    assert not await raw.exists(d.dl_time)
 
 
 # -- sweep_stalled / extend_locks -------------------------------------------------------------
@@ -496,153 +497,3 @@ async def test_clean_removes_finished_jobs_older_than_the_cutoff(
     assert not await raw.exists(k.job("old"))
     assert await raw.zrange(k.completed, 0, -1) == ["new"]
     assert (await events(raw, k))[-1] == {"event": "cleaned", "count": "1", "state": "completed"}
-
-
-# -- scan / replay / purge of dead letters ----------------------------------------------------
-
-
-async def make_dead_letter(raw: aioredis.Redis, d: QueueKeys, dl_id: str, **fields: Any) -> None:
-    base = {
-        "name": "email",
-        "data": '{"to":"a"}',
-        "opts": "{}",
-        "timestamp": NOW,
-        "dlq:sourceQueue": "src",
-        "dlq:failedReason": "SMTP timeout",
-        "dlq:errorType": "TimeoutError",
-        "dlq:deadLetteredAt": NOW,
-        "dlq:originalOpts": '{"attempts":2,"delay":0}',
-        "dlq:reason": "attempts_exhausted",
-        "dlq:replayCount": 0,
-        "dlq:priority": 0,
-        "dlq:delay": 0,
-        "dlq:atm": 2,
-    }
-    await raw.hset(d.job(dl_id), mapping={**base, **fields})
-    await raw.lpush(d.wait, dl_id)
-
-
-def scan_args(skip: int = 0, window: int = 100, **f: str) -> list[Any]:
-    names = (
-        "name",
-        "failed_reason",
-        "source_queue",
-        "error_type",
-        "since",
-        "until",
-        "reason",
-        "text",
-        "name_prefix",
-    )
-    return [skip, window, *(f.get(n, "") for n in names)]
-
-
-async def test_scan_returns_matches_oldest_first(raw: aioredis.Redis, d: QueueKeys) -> None:
-    await make_dead_letter(raw, d, "d1")
-    await make_dead_letter(raw, d, "d2", name="sms")
-    await make_dead_letter(raw, d, "d3", **{"dlq:failedReason": "Bad a.b( input"})
-    await raw.hset(d.job("plain"), mapping={"name": "email", "data": "1"})
-    await raw.lpush(d.wait, "plain")
-
-    everything = await call(raw, "scan_dead_letters", [d.wait, d.job_prefix], scan_args())
-    by_name = await call(raw, "scan_dead_letters", [d.wait, d.job_prefix], scan_args(name="email"))
-    literal = await call(
-        raw, "scan_dead_letters", [d.wait, d.job_prefix], scan_args(failed_reason="a.b(")
-    )
-
-    assert everything == [4, [["d1", "src"], ["d2", "src"], ["d3", "src"]]]
-    assert [m[0] for m in by_name[1]] == ["d1", "d3"]
-    assert [m[0] for m in literal[1]] == ["d3"]
-
-
-def replay_keys(d: QueueKeys, k: QueueKeys, pairs: list[tuple[str, str]]) -> list[str]:
-    keys = [d.wait, d.events, d.meta, *k.group]
-    for dl_id, new_id in pairs:
-        keys += [d.job(dl_id), k.job(new_id)]
-    return keys
-
-
-async def test_replay_creates_the_job_in_the_source_and_removes_the_dead_letter(
-    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
-) -> None:
-    await make_dead_letter(raw, d, "d1", **{"dlq:replayCount": 2})
-
-    result = await call(
-        raw,
-        "replay_dead_letters",
-        replay_keys(d, k, [("d1", "n1")]),
-        [NOW, MAXLEN, "src", 1, "d1", "n1", "", "", ""],
-    )
-
-    assert result == ["waiting"]
-    assert not await raw.exists(d.job("d1"))
-    assert await raw.llen(d.wait) == 0
-    job = await raw.hgetall(k.job("n1"))
-    assert job["data"] == '{"to":"a"}'
-    assert job["opts"] == '{"attempts":2,"delay":0}'
-    assert job["attemptsMade"] == "0"
-    assert job["rc"] == "3"
-    assert await raw.lrange(k.wait, 0, -1) == ["n1"]
-    assert (await events(raw, d))[-1] == {
-        "event": "replayed",
-        "jobId": "d1",
-        "newJobId": "n1",
-        "queue": "src",
-    }
-
-
-async def test_replay_codes_for_missing_plain_and_taken_entries(
-    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
-) -> None:
-    await raw.hset(d.job("plain"), mapping={"name": "n", "data": "1"})
-    await make_dead_letter(raw, d, "taken")
-    await raw.lrem(d.wait, 0, "taken")  # a worker of the DLQ holds it
-
-    result = await call(
-        raw,
-        "replay_dead_letters",
-        replay_keys(d, k, [("missing", "n1"), ("plain", "n2"), ("taken", "n3")]),
-        [
-            NOW,
-            MAXLEN,
-            "src",
-            -1,
-            "missing",
-            "n1",
-            "",
-            "",
-            "",
-            "plain",
-            "n2",
-            "",
-            "",
-            "",
-            "taken",
-            "n3",
-            "",
-            "",
-            "",
-        ],
-    )
-
-    assert result == [-1, -4, -6]
-    assert await raw.exists(d.job("plain"))
-    assert await raw.exists(d.job("taken"))
-    assert not await raw.exists(k.wait)
-
-
-async def test_purge_codes_and_event(raw: aioredis.Redis, d: QueueKeys) -> None:
-    await make_dead_letter(raw, d, "d1")
-    await raw.hset(d.job("plain"), mapping={"name": "n", "data": "1"})
-
-    result = await call(
-        raw,
-        "purge_dead_letters",
-        [d.wait, d.events, d.meta, d.job("d1"), d.job("plain"), d.job("zz")],
-        [MAXLEN, 1, "d1", "plain", "zz"],
-    )
-
-    assert result == [1, -4, -1]
-    assert not await raw.exists(d.job("d1"))
-    assert await raw.exists(d.job("plain"))
-    assert (await events(raw, d))[-1] == {"event": "purged", "count": "1", "jobIds": "d1"}

@@ -201,7 +201,8 @@ NAMES = (
     "pause_queue",
     "remove_job",
     "clean_jobs",
-    "scan_dead_letters",
+    "query_dead_letters",
     "replay_dead_letters",
     "purge_dead_letters",
+    "migrate_dead_letters",
 )

@@ -1,8 +1,9 @@
 --[[
   clean_jobs: <state> -> [*] for jobs older than a cutoff, at most `limit` per call.
   completed and failed are aged by finish time; waiting, prioritized and delayed by the job's
-  timestamp (for a dead letter: when it was dead-lettered). waiting is read from its oldest
-  end and stops at the first job newer than the cutoff.
+  timestamp. waiting is read from its oldest end and stops at the first job newer than the
+  cutoff; on a dead letter queue it then takes the dead letters of its store that were
+  dead-lettered at or before the cutoff, oldest first.
 
   KEYS[1]  wait
   KEYS[2]  prioritized
@@ -27,6 +28,7 @@
 ]]
 -- @include events
 -- @include queue_keys
+-- @include store
 
 local q = queue_keys(1)
 local state = ARGV[1]
@@ -53,6 +55,14 @@ elseif state == 'waiting' then
     if not id or not older(id) then break end
     redis.call('RPOP', q.wait)
     drop(id)
+  end
+  if #removed < limit then
+    local old = redis.call('ZRANGE', q.dl .. 't', '-inf', cutoff * 1000 + 999, 'BYSCORE',
+      'LIMIT', 0, limit - #removed)
+    for _, id in ipairs(old) do
+      store_remove(q.dl, id, q.job_prefix .. id)
+      drop(id)
+    end
   end
 else
   local set = state == 'delayed' and q.delayed or q.prioritized

@@ -1,6 +1,6 @@
 --[[
   dead_letter_job: active -> dead letter: the job leaves the source queue and a dead letter
-  with its payload and full failure history enters the dead letter queue's waiting list, in
+  with its payload and full failure history enters the dead letter queue's store, in
   one step; then optionally claims the next job of the source queue.
 
   Both queues' keys must live in one slot (always true on a single Redis).
@@ -16,7 +16,7 @@
   KEYS[9]  events
   KEYS[10] job_prefix
   KEYS[11] job
-  KEYS[12] dlq_wait
+  KEYS[12] dlq_dl           the dead letter queue's store prefix
   KEYS[13] dlq_marker
   KEYS[14] dlq_events
   KEYS[15] dlq_meta
@@ -52,7 +52,7 @@
 -- @include dead_letter
 
 local q = queue_keys(1)
-local dlq = {wait = KEYS[12], marker = KEYS[13], events = KEYS[14], meta = KEYS[15]}
+local dlq = {dl = KEYS[12], marker = KEYS[13], events = KEYS[14], meta = KEYS[15]}
 local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[12]

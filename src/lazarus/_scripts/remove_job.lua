@@ -1,6 +1,6 @@
 --[[
-  remove_job: waiting | prioritized | delayed | completed | failed -> [*]. An active job cannot
-  be removed (its worker owns it).
+  remove_job: waiting | prioritized | delayed | completed | failed | dead letter -> [*]. An
+  active job cannot be removed (its worker owns it).
 
   KEYS[1]  wait
   KEYS[2]  prioritized
@@ -24,6 +24,7 @@
 ]]
 -- @include events
 -- @include queue_keys
+-- @include store
 
 local q = queue_keys(1)
 local id = ARGV[1]
@@ -35,6 +36,7 @@ redis.call('ZREM', q.prioritized, id)
 redis.call('ZREM', q.delayed, id)
 redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[12], id)
+store_remove(q.dl, id, KEYS[13])
 redis.call('DEL', KEYS[13])
 emit(q.events, ARGV[2], 'removed', 'jobId', id)
 return 1

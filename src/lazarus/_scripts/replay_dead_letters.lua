@@ -1,10 +1,11 @@
 --[[
   replay_dead_letters: dead letter -> waiting | prioritized | delayed in its source queue, as a
   new job with the original payload and options, attempts reset and replayCount + 1; the dead
-  letter is removed in the same step. A dead letter replayed, purged or taken by someone else
-  first is reported, never replayed twice.
+  letter leaves the store in the same step. A dead letter replayed, purged or taken by someone
+  else first is reported, never replayed twice. Safe to send again: a call whose new job
+  exists already (the same call, re-sent after a dropped connection) reports its state.
 
-  KEYS[1]  dlq_wait
+  KEYS[1]  dlq_dl           the dead letter queue's store prefix
   KEYS[2]  dlq_events
   KEYS[3]  dlq_meta         holds the 'count:replayed' counter
   KEYS[4]  wait             KEYS[4..13]: the target (source) queue's keys
@@ -22,34 +23,44 @@
   ARGV[1]  now
   ARGV[2]  maxlen
   ARGV[3]  queue            the name of the queue KEYS[4..13] belong to (the target)
-  ARGV[4]  direction        1 to look for the ids from the newest end, -1 from the oldest
-  ARGV[5..] per pair five values: dead_letter_id, new_id, opts, priority, attempts; opts,
+  ARGV[4..] per pair five values: dead_letter_id, new_id, opts, priority, attempts; opts,
            priority and attempts are '' to keep the original ones
 
   Returns: one entry per pair: the state the new job entered, or -1 JOB_NOT_FOUND (gone
-           already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not waiting in the dead letter
-           queue: a worker holds it; untouched).
+           already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not in the store: a
+           worker on the dead letter queue holds it; untouched).
   Events:  dead letter queue: replayed (jobId, newJobId, queue); source queue: waiting |
            delayed (jobId); the new job's hash records replayOf
 ]]
 -- @include events
 -- @include queue_keys
 -- @include enqueue
+-- @include store
 
 local src = queue_keys(4)
+local dl = KEYS[1]
 local now = tonumber(ARGV[1])
 local maxlen = ARGV[2]
+
+local function state_of(id)
+  if redis.call('ZSCORE', src.delayed, id) then return 'delayed' end
+  if redis.call('ZSCORE', src.prioritized, id) then return 'prioritized' end
+  return 'waiting'
+end
+
 local results = {}
 local replayed = 0
 for i = 14, #KEYS, 2 do
-  local a = 5 + (i - 14) / 2 * 5
+  local a = 4 + (i - 14) / 2 * 5
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
   local f = redis.call('HMGET', dl_key, 'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts',
     'dlq:priority', 'dlq:delay', 'dlq:atm', 'dlq:replayCount')
   local result
-  if not f[1] then
+  if redis.call('HGET', new_key, 'replayOf') == dl_id then
+    result = state_of(new_id)
+  elseif not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif redis.call('LREM', KEYS[1], tonumber(ARGV[4]), dl_id) == 0 then
+  elseif not store_remove(dl, dl_id, dl_key) then
     result = -6
   else
     local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4]

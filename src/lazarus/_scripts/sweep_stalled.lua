@@ -14,7 +14,7 @@
   KEYS[9]  events
   KEYS[10] job_prefix
   KEYS[11] failed
-  KEYS[12] dlq_wait         KEYS[12..16] only with a dead letter queue
+  KEYS[12] dlq_dl           KEYS[12..16] only with a dead letter queue: its store prefix
   KEYS[13] dlq_marker
   KEYS[14] dlq_events
   KEYS[15] dlq_meta
@@ -43,7 +43,7 @@ local now = tonumber(ARGV[1])
 local max_stalled = tonumber(ARGV[2])
 local maxlen = ARGV[3]
 local has_dlq = ARGV[5] ~= ''
-local dlq = has_dlq and {wait = KEYS[12], marker = KEYS[13], events = KEYS[14],
+local dlq = has_dlq and {dl = KEYS[12], marker = KEYS[13], events = KEYS[14],
   meta = KEYS[15], job_prefix = KEYS[16]} or nil
 local limit = #ARGV - 5
 local requeued, failed, dead = {}, {}, {}

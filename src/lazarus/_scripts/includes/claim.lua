@@ -1,3 +1,4 @@
+-- @include store
 -- promote_delayed(q, now, maxlen): move delayed jobs that are due to waiting (or prioritized),
 -- earliest first, at most 1000 per call. Returns how many moved.
 local function promote_delayed(q, now, maxlen)
@@ -19,7 +20,12 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
     local id = redis.call('RPOP', q.wait)
     if not id then
       local popped = redis.call('ZPOPMIN', q.prioritized)
-      if #popped == 0 then return false end
+      if #popped == 0 then
+        -- A worker on a dead letter queue takes its dead letters, oldest first.
+        popped = redis.call('ZRANGE', q.dl .. 't', 0, 0)
+        if #popped == 0 then return false end
+        store_remove(q.dl, popped[1], q.job_prefix .. popped[1])
+      end
       id = popped[1]
     end
     local key = q.job_prefix .. id
@@ -31,7 +37,8 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       redis.call('HSET', key, 'lockToken', token, 'processedOn', now)
       redis.call('ZADD', q.leases, now + lock_ms, id)
       emit(q.events, maxlen, 'active', 'jobId', id)
-      if redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0 then
+      if redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0
+          or redis.call('ZCARD', q.dl .. 't') > 0 then
         redis.call('ZADD', q.marker, 0, '0')
       end
       local reply = {id, token}

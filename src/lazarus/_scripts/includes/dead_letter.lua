@@ -1,3 +1,4 @@
+-- @include store
 -- count_dead_letter(meta, now, reason, source_name): keep the dead letter queue's counters in
 -- its meta hash: 'count:deadLettered:<reason>:<source queue>' and per-minute buckets
 -- 'rate:<minute>' for the last two hours (older buckets go when a new minute starts).
@@ -13,21 +14,23 @@ local function count_dead_letter(meta, now, reason, source_name)
 end
 
 -- dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen): move the
--- (already released) job `id` of queue src into queue dlq as the dead letter `dl_id`, with its
--- failure history, then delete it from src. The payload bytes are copied, never decoded.
+-- (already released) job `id` of queue src into the dead letter store of queue dlq (a table:
+-- dl, marker, events, meta) as the dead letter `dl_id`, with its failure history, then delete
+-- it from src. The payload bytes are copied, never decoded. Fields every dead letter shares
+-- (opts {}, priority 0, delay 0, one attempt, none made) are left out: readers default them.
 local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'name', 'data', 'opts', 'timestamp', 'failedReason',
     'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm')
   redis.call('HSET', dl_key,
-    'name', f[1], 'data', f[2], 'opts', '{}', 'timestamp', now, 'priority', 0, 'delay', 0,
-    'atm', 1, 'attemptsMade', 0,
+    'name', f[1] or '', 'data', f[2], 'timestamp', now,
     'dlq:sourceQueue', source_name, 'dlq:originalJobId', id, 'dlq:failedReason', f[5] or '',
     'dlq:errorType', f[6] or '', 'dlq:stacktrace', f[7] or '[]', 'dlq:attempts', f[8] or '[]',
     'dlq:attemptsMade', f[9] or 0, 'dlq:deadLetteredAt', now, 'dlq:originalTimestamp', f[4],
     'dlq:originalOpts', f[3], 'dlq:reason', reason, 'dlq:replayCount', f[10] or 0,
-    'dlq:priority', f[11] or 0, 'dlq:delay', f[12] or 0, 'dlq:atm', f[13] or 1)
-  redis.call('LPUSH', dlq.wait, dl_id)
+    'dlq:priority', f[11] or 0, 'dlq:delay', f[12] or 0, 'dlq:atm', f[13] or 1,
+    'dlq:status', 'pending')
+  store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
   redis.call('ZADD', dlq.marker, 0, '0')
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',

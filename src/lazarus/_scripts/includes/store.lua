@@ -1,0 +1,80 @@
+-- The dead letter store of one dead letter queue: every key lives under the store prefix
+-- `dl` = '<prefix>:{<dlq>}:dl:' (the queue's own hash tag), see docs/redis-keys.md:
+--   dl .. 't'                 ZSET  every dead letter id in arrival order: score = dead-lettered
+--                                   at (ms) * 1000 + a per-store sequence number mod 1000
+--   dl .. 'i:<f>:<value>'     ZSET  the ids whose field f has that value, same score
+--   dl .. 'seq'               STRING the sequence
+--   dl .. 'v:<f>'             ZSET  the distinct values of field f (score 0, lexical order)
+--   dl .. 'c'                 HASH  exact counts of every combination of field values
+--   dl .. 'o'                 HASH  original job id -> dead letter id
+-- Fields f: q source queue, n job name, e error type, r reason, s status.
+local STORE_CODES = {'q', 'n', 'e', 'r', 's'}
+local STORE_FIELDS = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
+  'dlq:deadLetteredAt', 'dlq:originalJobId'}
+
+-- store_values(key): the indexed values of a dead letter hash ({q, n, e, r, s}), when it was
+-- dead-lettered, and its original job id; nil when the hash is not a dead letter.
+local function store_values(key)
+  local f = redis.call('HMGET', key, unpack(STORE_FIELDS))
+  if not f[1] then return nil end
+  local values = {f[1], f[2] or '', f[3] or '', f[4] or '', f[5] or 'pending'}
+  return values, tonumber(f[6]) or 0, f[7] or ''
+end
+
+-- store_combos(values): the count key of every non-empty combination of the five values, as
+-- {key, single field index or 0}. A key is 'f<byte length>:<value>' per field, in field order.
+local function store_combos(values)
+  local parts = {}
+  for i = 1, 5 do parts[i] = STORE_CODES[i] .. #values[i] .. ':' .. values[i] end
+  local combos = {}
+  for mask = 1, 31 do
+    local key, single, bits = '', 0, 0
+    for i = 1, 5 do
+      if mask % (2 ^ i) >= 2 ^ (i - 1) then
+        key = key .. parts[i]
+        single, bits = i, bits + 1
+      end
+    end
+    combos[#combos + 1] = {key, bits == 1 and single or 0}
+  end
+  return combos
+end
+
+-- store_add(dl, id, values, at, origin): index dead letter `id` (its hash written already),
+-- dead-lettered at `at` (ms). The sequence orders dead letters of the same millisecond.
+local function store_add(dl, id, values, at, origin)
+  local score = at * 1000 + redis.call('INCR', dl .. 'seq') % 1000
+  redis.call('ZADD', dl .. 't', score, id)
+  for i = 1, 5 do
+    redis.call('ZADD', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], score, id)
+  end
+  for _, combo in ipairs(store_combos(values)) do
+    if redis.call('HINCRBY', dl .. 'c', combo[1], 1) == 1 and combo[2] > 0 then
+      redis.call('ZADD', dl .. 'v:' .. STORE_CODES[combo[2]], 0, values[combo[2]])
+    end
+  end
+  if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
+end
+
+-- store_remove(dl, id, key): take dead letter `id` (hash `key`, still present) out of every
+-- index. Returns false when it was not in the store.
+local function store_remove(dl, id, key)
+  if redis.call('ZREM', dl .. 't', id) == 0 then return false end
+  local values, _, origin = store_values(key)
+  if not values then return true end
+  for i = 1, 5 do
+    redis.call('ZREM', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], id)
+  end
+  for _, combo in ipairs(store_combos(values)) do
+    if redis.call('HINCRBY', dl .. 'c', combo[1], -1) <= 0 then
+      redis.call('HDEL', dl .. 'c', combo[1])
+      if combo[2] > 0 then
+        redis.call('ZREM', dl .. 'v:' .. STORE_CODES[combo[2]], values[combo[2]])
+      end
+    end
+  end
+  if origin ~= '' and redis.call('HGET', dl .. 'o', origin) == id then
+    redis.call('HDEL', dl .. 'o', origin)
+  end
+  return true
+end

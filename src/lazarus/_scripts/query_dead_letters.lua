@@ -1,0 +1,205 @@
+--[[
+  query_dead_letters: walk a dead letter store in arrival order from a cursor and return the
+  dead letters that match a filter. Reads only. The walk follows the smallest index that the
+  exact filters allow (or the index of every job name that starts with name_prefix), checks
+  the other filters on each entry, and stops at `limit` matches or when its budget of entries
+  or bytes examined is spent, so no call holds Redis for long whatever the data; the caller
+  resumes from the returned cursor.
+
+  KEYS[1]  dl               the store prefix '<prefix>:{<dlq>}:dl:'
+  KEYS[2]  job_prefix
+
+  ARGV[1]  order            'desc' (newest first) or 'asc'
+  ARGV[2]  cursor_score     the position walked to so far ('' to start at the beginning)
+  ARGV[3]  cursor_id
+  ARGV[4]  limit            matches wanted
+  ARGV[5]  max_entries      entries to examine at most
+  ARGV[6]  max_bytes        bytes of failure reasons and payloads to examine at most
+  ARGV[7]  since            lowest store score (dead-lettered at ms * 1000), '' for any
+  ARGV[8]  until            highest store score, '' for any
+  ARGV[9]  source_queue     exact values, '' for any
+  ARGV[10] name
+  ARGV[11] error_type
+  ARGV[12] reason
+  ARGV[13] status
+  ARGV[14] name_prefix      the job name starts with this, '' for any
+  ARGV[15] failed_reason    lower-case literal substring of the failure reason, '' for any
+  ARGV[16] text             literal substring of the payload, '' for any
+  ARGV[17] detail           '1' to return each match's fields, '' for ids only
+
+  Returns: {done, cursor_score, cursor_id, examined, matches}: done is 1 when the walk reached
+           the end; matches are ids, or with detail {id, source_queue, name, error_type, reason,
+           status, dead_lettered_at, score} each, in walk order.
+  Events:  none
+]]
+-- @include store
+
+local dl, job_prefix = KEYS[1], KEYS[2]
+local desc = ARGV[1] ~= 'asc'
+local cur_score, cur_id = tonumber(ARGV[2]), ARGV[3]
+local limit, max_entries, max_bytes = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local since, till = ARGV[7] ~= '' and ARGV[7] or '-inf', ARGV[8] ~= '' and ARGV[8] or '+inf'
+local exact = {ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13]}
+local name_prefix, reason_part, text = ARGV[14], ARGV[15], ARGV[16]
+
+-- The drivers: the index keys whose union, in order, holds every possible match.
+local drivers, smallest = {dl .. 't'}, nil
+for i = 1, 5 do
+  if exact[i] ~= '' then
+    local key = dl .. 'i:' .. STORE_CODES[i] .. ':' .. exact[i]
+    local size = redis.call('ZCARD', key)
+    if not smallest or size < smallest then drivers, smallest = {key}, size end
+  end
+end
+-- A name prefix drives the walk through the index of each matching name when that is the
+-- smallest choice; otherwise it is checked on each entry.
+local prefix_checked = name_prefix == ''
+if name_prefix ~= '' and exact[2] == '' then
+  local names = redis.call('ZRANGE', dl .. 'v:n', '[' .. name_prefix, '(' .. name_prefix .. '\255',
+    'BYLEX', 'LIMIT', 0, 65)
+  if #names <= 64 then
+    local keys, total = {}, 0
+    for _, n in ipairs(names) do
+      keys[#keys + 1] = dl .. 'i:n:' .. n
+      total = total + redis.call('ZCARD', keys[#keys])
+    end
+    if not smallest or total < smallest then
+      drivers, smallest, prefix_checked = keys, total, true
+    end
+  end
+end
+
+-- Ids of equal score are compared byte by byte, as a sorted set orders them (Lua's own string
+-- comparison follows the server's locale).
+local function bytes_lt(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- fetch(key, n): up to n entries of `key` after the cursor, within [since, until], in order.
+local function fetch(key, n)
+  local hi, lo = till, since
+  if cur_score then
+    if desc then hi = cur_score else lo = cur_score end
+  end
+  local out, offset = {}, 0
+  while true do
+    local r
+    if desc then
+      r = redis.call('ZRANGE', key, hi, lo, 'BYSCORE', 'REV', 'LIMIT', offset, n, 'WITHSCORES')
+    else
+      r = redis.call('ZRANGE', key, lo, hi, 'BYSCORE', 'LIMIT', offset, n, 'WITHSCORES')
+    end
+    for i = 1, #r, 2 do
+      local id, score = r[i], tonumber(r[i + 1])
+      local seen = cur_score and score == cur_score and
+        ((desc and not bytes_lt(id, cur_id)) or (not desc and not bytes_lt(cur_id, id)))
+      if not seen then out[#out + 1] = {score, id} end
+    end
+    if #out > 0 or #r < 2 * n then return out, #r == 2 * n end
+    offset = offset + n  -- a whole chunk of entries tied with the cursor: look further
+  end
+end
+
+local function before(a, b)
+  if a[1] ~= b[1] then
+    if desc then return a[1] > b[1] end
+    return a[1] < b[1]
+  end
+  if desc then return bytes_lt(b[2], a[2]) end
+  return bytes_lt(a[2], b[2])
+end
+
+-- next_chunk(): the next entries of the union of the drivers that are safe to examine, and
+-- whether the walk has reached the end.
+local function next_chunk(n)
+  local merged, frontier = {}, nil
+  for _, key in ipairs(drivers) do
+    local entries, more = fetch(key, n)
+    for _, e in ipairs(entries) do merged[#merged + 1] = e end
+    -- A driver with more entries bounds how far the merged order is known.
+    if more and #entries > 0 and (not frontier or before(entries[#entries], frontier)) then
+      frontier = entries[#entries]
+    end
+  end
+  table.sort(merged, before)
+  if frontier then
+    local kept = {}
+    for _, e in ipairs(merged) do
+      if before(frontier, e) then break end
+      kept[#kept + 1] = e
+    end
+    return kept, false
+  end
+  return merged, true
+end
+
+local fields = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
+  'dlq:deadLetteredAt', 'dlq:failedReason'}
+local function matches(key)
+  local f = redis.call('HMGET', key, unpack(fields, 1, reason_part ~= '' and 7 or 6))
+  if not f[1] then return nil, 0 end
+  f[5] = f[5] or 'pending'
+  for i = 1, 5 do
+    if exact[i] ~= '' and (f[i] or '') ~= exact[i] then return nil, 0 end
+  end
+  if not prefix_checked and string.sub(f[2] or '', 1, #name_prefix) ~= name_prefix then
+    return nil, 0
+  end
+  local bytes = 0
+  if reason_part ~= '' then
+    local failed = f[7] or ''
+    bytes = #failed
+    if not string.find(string.lower(failed), reason_part, 1, true) then return nil, bytes end
+  end
+  if text ~= '' then
+    local data = redis.call('HGET', key, 'data') or ''
+    bytes = bytes + #data
+    if not string.find(data, text, 1, true) then return nil, bytes end
+  end
+  return f, bytes
+end
+
+local found, examined, bytes = {}, 0, 0
+local done = 0
+local last = nil
+if smallest == 0 then
+  done = 1
+else
+  while true do
+    local want = math.min(math.max(limit - #found, 16), max_entries - examined, 500)
+    local chunk, at_end = next_chunk(want)
+    local stopped = false
+    for _, e in ipairs(chunk) do
+      local f, cost = matches(job_prefix .. e[2])
+      examined, bytes, last = examined + 1, bytes + cost, e
+      if f then
+        if ARGV[17] == '1' then
+          found[#found + 1] = {e[2], f[1], f[2] or '', f[3] or '', f[4] or '', f[5], f[6] or '0',
+            string.format('%d', e[1])}
+        else
+          found[#found + 1] = e[2]
+        end
+      end
+      if #found >= limit or examined >= max_entries or bytes >= max_bytes then
+        stopped = true
+        break
+      end
+    end
+    if last then cur_score, cur_id = last[1], last[2] end
+    if stopped then
+      if at_end and last == chunk[#chunk] then done = 1 end
+      break
+    end
+    if at_end then
+      done = 1
+      break
+    end
+  end
+end
+local score_out = last and string.format('%d', last[1]) or ARGV[2]
+local id_out = last and last[2] or ARGV[3]
+return {done, score_out, id_out, examined, found}

@@ -1,0 +1,106 @@
+"""Bulk replay and purge: a cursor walk over the dead letters that match a filter, acting on
+each batch as it is found.
+
+The walk runs oldest first over the dead letters that had arrived when the operation began (a
+snapshot bounded by arrival time), from a position that only moves forward. So a match is never
+skipped and never handled twice, whatever rival bulk operations remove meanwhile and whatever
+arrives: a dead letter that another client replayed or purged first is simply not counted.
+Progress is reported after each batch, and ``rate`` throttles the work in the library itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from .._connection import now_ms
+from . import search, store
+from .filters import DeadLetterFilter
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from .._keys import QueueKeys
+
+Progress = Callable[[int], Any]
+# Acts on one batch of matches, (dead letter id, source queue) each; returns how many it handled.
+Act = Callable[[list[tuple[str, str]]], Awaitable[int]]
+DEFAULT_BATCH = 500
+
+
+def check_batch(batch_size: object) -> int:
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or not 1 <= batch_size <= 5000
+    ):
+        raise ValueError(f"batch_size must be an int from 1 to 5000, got {batch_size!r}")
+    return batch_size
+
+
+def check_rate(rate: object) -> float | None:
+    if rate is None:
+        return None
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+        raise ValueError(f"rate must be a number > 0 (dead letters per second), got {rate!r}")
+    return float(rate)
+
+
+def snapshot(flt: DeadLetterFilter) -> DeadLetterFilter | None:
+    """``flt`` bounded to the dead letters that have arrived by now; ``None`` when none can
+    match (the filter starts in the future)."""
+    now = now_ms()
+    until = flt.until_ms
+    if flt.since_ms is not None and flt.since_ms > now:
+        return None
+    return dataclasses.replace(flt, until=now if until is None else min(until, now))
+
+
+async def count_matches(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> int:
+    """How many dead letters match ``flt``: from counters when possible, else by a walk."""
+    exact = await store.exact_count(client, keys, flt)
+    if exact is not None:
+        return exact
+    total = 0
+    async for result in search.walk(client, keys, flt, batch=search.MAX_ENTRIES):
+        total += len(result.matches)
+    return total
+
+
+async def run(
+    client: Redis,
+    keys: QueueKeys,
+    flt: DeadLetterFilter,
+    act: Act,
+    *,
+    batch_size: int,
+    on_progress: Progress | None,
+    rate: float | None,
+) -> int:
+    """Act on every dead letter that matches ``flt``, batch by batch; returns how many were
+    handled."""
+    bounded = snapshot(flt)
+    if bounded is None:
+        return 0
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    batch = batch_size if rate is None else max(1, min(batch_size, int(rate)))
+    total = 0
+    async for result in search.walk(
+        client, keys, bounded, order="oldest", batch=batch, detail=True
+    ):
+        if not result.matches:
+            continue
+        total += await act([(row[0], row[1]) for row in result.matches])
+        if on_progress is not None:
+            reply = on_progress(total)
+            if inspect.isawaitable(reply):
+                await reply
+        if rate is not None:
+            ahead = started + total / rate - loop.time()
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+    return total

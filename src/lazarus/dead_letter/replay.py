@@ -1,0 +1,73 @@
+"""Replay and purge of given dead letters: one script call per batch, each dead letter moved or
+deleted at most once whoever else races for it."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .. import _codec, _scripts
+from .._connection import now_ms
+from .._keys import QueueKeys
+from ..job import MAX_PRIORITY, JobOptions
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+# Options of a replay that change the original ones: opts JSON, priority, attempts ('' keeps).
+Override = list[str]
+KEEP: Override = ["", "", ""]
+
+
+async def overridden_options(
+    client: Redis, keys: QueueKeys, job_id: str, attempts: int | None, priority: int | None
+) -> Override:
+    """The replay arguments that change ``attempts`` and/or ``priority`` of a dead letter."""
+    raw = await client.hget(keys.job(job_id), "dlq:originalOpts")
+    opts = JobOptions.from_dict(_codec.decode(raw) or {})
+    changed = dataclasses.replace(
+        opts,
+        attempts=opts.attempts if attempts is None else attempts,
+        priority=opts.priority if priority is None else priority,
+    )
+    if changed.priority > MAX_PRIORITY:
+        raise ValueError(f"priority must be at most {MAX_PRIORITY}")
+    return [_codec.encode(changed.to_dict(), field="opts"), str(changed.priority),
+            str(changed.attempts)]  # fmt: skip
+
+
+async def replay(
+    client: Redis,
+    keys: QueueKeys,
+    max_events: int,
+    target: str,
+    items: list[tuple[str, Override]],
+) -> list[tuple[str, str | int]]:
+    """Replay ``(dead letter id, override)`` items into queue ``target``: for each, the new
+    job's id and the state it entered, or an error code."""
+    target_keys = QueueKeys(keys.prefix, target)
+    # Registered first: the registry is another key (another slot on a cluster), and a write
+    # after the script could fail after the replay happened. Adding a name twice is harmless.
+    await client.sadd(target_keys.registry, target)
+    new_ids = [uuid.uuid4().hex for _ in items]
+    script_keys = [keys.dl, keys.events, keys.meta, *target_keys.group]
+    args: list[Any] = [now_ms(), max_events, target]
+    for (dl_id, override), new_id in zip(items, new_ids):
+        script_keys += [keys.job(dl_id), target_keys.job(new_id)]
+        args += [dl_id, new_id, *override]
+    results = await _scripts.load("replay_dead_letters")(client, script_keys, args)
+    return [(new_id, _result(r)) for new_id, r in zip(new_ids, results)]
+
+
+async def purge(client: Redis, keys: QueueKeys, max_events: int, ids: list[str]) -> list[int]:
+    """Purge the dead letters ``ids``: 1 for each purged, else an error code."""
+    script_keys = [keys.dl, keys.events, keys.meta, *(keys.job(i) for i in ids)]
+    results = await _scripts.load("purge_dead_letters")(client, script_keys, [max_events, *ids])
+    return [int(r) for r in results]
+
+
+def _result(value: Any) -> str | int:
+    if isinstance(value, int):
+        return value
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,153 @@
+"""Walking the dead letter store: bounded script calls, positions and opaque cursors.
+
+A walk follows the store's arrival order (newest first by default) from a position — the
+arrival time and id of the last entry examined — so it is stable under concurrent inserts and
+removals: every entry that was there when the walk began and is still there when the walk gets
+to it is seen exactly once. Each script call examines a bounded number of entries and bytes
+and returns where it stopped; callers resume from there.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from .. import _scripts
+from ..job import Job
+from .filters import DeadLetterFilter
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from .._keys import QueueKeys
+
+Order = Literal["newest", "oldest"]
+# Per script call: at most this many entries and bytes of text examined. Measured to keep a
+# call within a few milliseconds (benchmarks/dlq_scale.py).
+MAX_ENTRIES = 1000
+MAX_BYTES = 512 * 1024
+_CURSOR_VERSION = "1"
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Position:
+    """Where a walk stands: the arrival time (ms) and id of the last entry it examined."""
+
+    score: int
+    id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """What one script call found: matches in walk order, where it stopped, whether the walk
+    reached the end, and how many entries it examined."""
+
+    matches: list[Any]
+    position: Position | None
+    done: bool
+    examined: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DeadLetterPage:
+    """One page of dead letters.
+
+    ``next_cursor`` resumes the walk (pass it back as ``cursor=``); it is ``None`` when there
+    is nothing more. A page can hold fewer than ``limit`` dead letters and still have a
+    ``next_cursor`` when a substring search ran out of its time budget. ``total`` is the
+    number of matches when the store can count them without reading entries (exact filters,
+    a name prefix, a time range with at most one exact filter), else ``None``.
+    """
+
+    jobs: list[Job]
+    next_cursor: str | None
+    total: int | None
+
+
+def check_order(order: object) -> Order:
+    if order not in ("newest", "oldest"):
+        raise ValueError(f"order must be 'newest' or 'oldest', got {order!r}")
+    return order
+
+
+def encode_cursor(order: Order, position: Position, scope: str = "") -> str:
+    """An opaque cursor for ``position`` in a walk of ``order`` (``scope`` names the dead
+    letter queue for walks over several)."""
+    text = "\x1f".join((_CURSOR_VERSION, order, str(position.score), scope, position.id))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: object, order: Order) -> tuple[Position, str]:
+    """The position and scope of a cursor made by :func:`encode_cursor` for ``order``."""
+    if not isinstance(cursor, str):
+        raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        version, made_for, score, scope, job_id = (
+            base64.urlsafe_b64decode(padded.encode()).decode().split("\x1f")
+        )
+        position = Position(int(score), job_id)
+    except (ValueError, UnicodeError, binascii.Error):
+        raise ValueError("cursor is not a cursor this API returned") from None
+    if version != _CURSOR_VERSION or made_for != order:
+        raise ValueError(f"cursor was made for another walk than order={order!r}")
+    return position, scope
+
+
+async def step(
+    client: Redis,
+    keys: QueueKeys,
+    flt: DeadLetterFilter,
+    *,
+    order: Order,
+    position: Position | None,
+    limit: int,
+    detail: bool = False,
+    max_entries: int = MAX_ENTRIES,
+    max_bytes: int = MAX_BYTES,
+) -> Step:
+    """One bounded call of query_dead_letters."""
+    args: list[Any] = [
+        "desc" if order == "newest" else "asc",
+        "" if position is None else position.score,
+        "" if position is None else position.id,
+        limit, max_entries, max_bytes, *flt.query_args(), "1" if detail else "",
+    ]  # fmt: skip
+    done, score, last_id, examined, found = await _scripts.load("query_dead_letters")(
+        client, [keys.dl, keys.job_prefix], args
+    )
+    score, last_id = _text(score), _text(last_id)
+    reached = Position(int(score), last_id) if score != "" else position
+    if detail:
+        matches: list[Any] = [[_text(v) for v in item] for item in found]
+    else:
+        matches = [_text(v) for v in found]
+    return Step(matches, reached, bool(int(done)), int(examined))
+
+
+async def walk(
+    client: Redis,
+    keys: QueueKeys,
+    flt: DeadLetterFilter,
+    *,
+    order: Order = "newest",
+    position: Position | None = None,
+    batch: int = 500,
+    detail: bool = False,
+) -> AsyncIterator[Step]:
+    """Every step of a whole walk from ``position``; steps may hold no matches."""
+    while True:
+        result = await step(
+            client, keys, flt, order=order, position=position, limit=batch, detail=detail
+        )
+        yield result
+        if result.done:
+            return
+        position = result.position
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,318 @@
+"""The dead letter store's scripts called directly: the index keys they leave behind, their
+return codes and events. Dead letters are set up as lazarus 0.1 wrote them (a hash in the
+waiting list) and moved into the store by migrate_dead_letters, which is tested on the way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus._keys import QueueKeys
+from lazarus.dead_letter.filters import combo_key
+
+from .test_transitions import MAXLEN, NOW, add, call, claim, events
+
+
+@pytest.fixture
+def k(prefix: str) -> QueueKeys:
+    return QueueKeys(prefix, "src")
+
+
+@pytest.fixture
+def d(prefix: str) -> QueueKeys:
+    return QueueKeys(prefix, "src-dlq")
+
+
+async def make_dead_letter(raw: aioredis.Redis, d: QueueKeys, dl_id: str, **fields: Any) -> None:
+    base = {
+        "name": "email",
+        "data": '{"to":"a"}',
+        "opts": "{}",
+        "timestamp": NOW,
+        "dlq:sourceQueue": "src",
+        "dlq:originalJobId": f"orig-{dl_id}",
+        "dlq:failedReason": "SMTP timeout",
+        "dlq:errorType": "TimeoutError",
+        "dlq:deadLetteredAt": NOW,
+        "dlq:originalOpts": '{"attempts":2,"delay":0}',
+        "dlq:reason": "attempts_exhausted",
+        "dlq:replayCount": 0,
+        "dlq:priority": 0,
+        "dlq:delay": 0,
+        "dlq:atm": 2,
+    }
+    await raw.hset(d.job(dl_id), mapping={**base, **fields})
+    await raw.lpush(d.wait, dl_id)
+    waiting = await raw.llen(d.wait)
+    assert await call(raw, "migrate_dead_letters", list(d.group), [waiting]) == [waiting, 1]
+
+
+def query_args(**f: str) -> list[Any]:
+    names = ("since", "until", "source_queue", "name", "error_type", "reason", "status",
+             "name_prefix", "failed_reason", "text", "detail")  # fmt: skip
+    order = f.pop("order", "desc")
+    cursor = f.pop("cursor", ("", ""))
+    limit = f.pop("limit", "100")
+    return [order, *cursor, limit, 1000, 1_000_000, *(f.get(n, "") for n in names)]
+
+
+async def query(raw: aioredis.Redis, d: QueueKeys, **f: Any) -> Any:
+    return await call(raw, "query_dead_letters", [d.dl, d.job_prefix], query_args(**f))
+
+
+# -- migrate / dead_letter_job ----------------------------------------------------------------
+
+
+async def test_migrate_indexes_dead_letters_and_keeps_ordinary_jobs_waiting(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    await raw.hset(d.job("plain"), mapping={"name": "n", "data": "1"})
+    await raw.lpush(d.wait, "plain", "ghost")
+
+    await make_dead_letter(raw, d, "d1", name="sms")
+
+    assert await raw.lrange(d.wait, 0, -1) == ["plain"]
+    assert await raw.zrange(d.dl_time, 0, -1) == ["d1"]
+    assert await raw.zrange(d.dl_index("n", "sms"), 0, -1) == ["d1"]
+    assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["d1"]
+    assert await raw.zrange(d.dl_values("e"), 0, -1) == ["TimeoutError"]
+    assert await raw.hget(d.dl_origins, "orig-d1") == "d1"
+    counts = await raw.hgetall(d.dl_counts)
+    assert len(counts) == 31
+    assert counts[combo_key({"n": "sms", "e": "TimeoutError"})] == "1"
+    assert await raw.hget(d.job("d1"), "dlq:status") == "pending"
+    assert not await raw.hexists(d.job("d1"), "opts")
+
+
+async def test_dead_letter_job_writes_every_index_in_the_same_step(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+
+    await call(
+        raw,
+        "dead_letter_job",
+        [*k.group, k.job("a"), *d.dead_letter_group, d.job("dl1")],
+        ["a", "w1:1", NOW, "boom", "RuntimeError", '"tb"', "{}", "unrecoverable", "src",
+         "src-dlq", "dl1", MAXLEN, 0, "w1", 30_000],
+    )  # fmt: skip
+
+    score = NOW * 1000 + 1
+    for code, value in [("q", "src"), ("n", "name"), ("e", "RuntimeError"),
+                        ("r", "unrecoverable"), ("s", "pending")]:  # fmt: skip
+        assert await raw.zrange(d.dl_index(code, value), 0, -1, withscores=True) == [("dl1", score)]
+        assert await raw.zrange(d.dl_values(code), 0, -1) == [value]
+    assert await raw.hget(d.dl_counts, combo_key({"q": "src", "r": "unrecoverable"})) == "1"
+    assert await raw.hget(d.dl_origins, "a") == "dl1"
+
+
+# -- query_dead_letters -----------------------------------------------------------------------
+
+
+async def test_query_walks_newest_first_and_filters_exactly(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1")
+    await make_dead_letter(raw, d, "d2", name="sms")
+    await make_dead_letter(raw, d, "d3", **{"dlq:failedReason": "Bad a.b( input"})
+
+    everything = await query(raw, d)
+    by_name = await query(raw, d, name="email")
+    literal = await query(raw, d, failed_reason="a.b(")
+    oldest = await query(raw, d, order="asc")
+    nothing = await query(raw, d, error_type="KeyError")
+
+    assert everything[0] == 1
+    assert everything[4] == ["d3", "d2", "d1"]
+    assert by_name[4] == ["d3", "d1"]
+    assert literal[4] == ["d3"]
+    assert oldest[4] == ["d1", "d2", "d3"]
+    assert nothing == [1, "", "", 0, []]
+
+
+async def test_query_resumes_from_its_cursor_without_skipping_or_repeating(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    for n in range(7):
+        await make_dead_letter(raw, d, f"d{n}")  # all in one millisecond
+
+    seen: list[str] = []
+    cursor = ("", "")
+    while True:
+        done, score, last, _examined, found = await query(raw, d, limit="3", cursor=cursor)
+        seen += found
+        cursor = (score, last)
+        if done:
+            break
+
+    assert seen == [f"d{n}" for n in range(6, -1, -1)]
+
+
+async def test_query_stops_at_its_entry_budget_and_reports_where(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    for n in range(5):
+        await make_dead_letter(raw, d, f"d{n}", name="sms" if n == 0 else "email")
+
+    args = query_args(name_prefix="sm")
+    args[4] = 2  # a budget of two entries: the walk must stop early, name prefix or not
+    by_prefix = await call(raw, "query_dead_letters", [d.dl, d.job_prefix], args)
+    args = query_args(failed_reason="nothing like it")
+    args[4] = 2
+    budget = await call(raw, "query_dead_letters", [d.dl, d.job_prefix], args)
+
+    assert by_prefix[4] == ["d0"]
+    assert budget[0] == 0
+    assert budget[3] == 2
+    assert budget[4] == []
+    assert budget[2] == "d3"
+
+
+async def test_query_with_detail_returns_the_indexed_fields(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1")
+
+    result = await query(raw, d, detail="1")
+
+    assert result[4] == [
+        ["d1", "src", "email", "TimeoutError", "attempts_exhausted", "pending", str(NOW),
+         str(NOW * 1000 + 1)]
+    ]  # fmt: skip
+
+
+# -- replay / purge ---------------------------------------------------------------------------
+
+
+def replay_keys(d: QueueKeys, k: QueueKeys, pairs: list[tuple[str, str]]) -> list[str]:
+    keys = [d.dl, d.events, d.meta, *k.group]
+    for dl_id, new_id in pairs:
+        keys += [d.job(dl_id), k.job(new_id)]
+    return keys
+
+
+async def test_replay_creates_the_job_and_takes_the_dead_letter_out_of_every_index(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1", **{"dlq:replayCount": 2})
+
+    result = await call(
+        raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]),
+        [NOW, MAXLEN, "src", "d1", "n1", "", "", ""],
+    )  # fmt: skip
+
+    assert result == ["waiting"]
+    assert not await raw.exists(d.job("d1"))
+    store_keys = [k for k in await raw.keys(d.dl + "*") if not k.endswith(":seq")]
+    assert store_keys == []
+    job = await raw.hgetall(k.job("n1"))
+    assert job["data"] == '{"to":"a"}'
+    assert job["opts"] == '{"attempts":2,"delay":0}'
+    assert job["attemptsMade"] == "0"
+    assert job["rc"] == "3"
+    assert await raw.lrange(k.wait, 0, -1) == ["n1"]
+    assert (await events(raw, d))[-1] == {
+        "event": "replayed", "jobId": "d1", "newJobId": "n1", "queue": "src",
+    }  # fmt: skip
+
+
+async def test_replay_sent_again_reports_the_job_it_made_and_makes_no_other(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1")
+    args = [NOW, MAXLEN, "src", "d1", "n1", "", "", ""]
+    await call(raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]), args)
+
+    again = await call(raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]), args)
+
+    assert again == ["waiting"]
+    assert await raw.lrange(k.wait, 0, -1) == ["n1"]
+
+
+async def test_replay_codes_for_missing_plain_and_taken_entries(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await raw.hset(d.job("plain"), mapping={"name": "n", "data": "1"})
+    await make_dead_letter(raw, d, "taken")
+    claimed = await call(raw, "claim_jobs", d.group, [NOW, "w9", 30_000, 1, MAXLEN])
+    assert claimed[1][0] == "taken"  # a worker of the DLQ holds it: it left the store
+
+    result = await call(
+        raw,
+        "replay_dead_letters",
+        replay_keys(d, k, [("missing", "n1"), ("plain", "n2"), ("taken", "n3")]),
+        [NOW, MAXLEN, "src", "missing", "n1", "", "", "", "plain", "n2", "", "", "",
+         "taken", "n3", "", "", ""],
+    )  # fmt: skip
+
+    assert result == [-1, -4, -6]
+    assert await raw.exists(d.job("plain"))
+    assert await raw.exists(d.job("taken"))
+    assert not await raw.exists(k.wait)
+    assert await raw.zcard(d.dl_time) == 0
+
+
+async def test_purge_codes_event_and_counts(raw: aioredis.Redis, d: QueueKeys) -> None:
+    await make_dead_letter(raw, d, "d1")
+    await make_dead_letter(raw, d, "d2")
+    await raw.hset(d.job("plain"), mapping={"name": "n", "data": "1"})
+
+    result = await call(
+        raw,
+        "purge_dead_letters",
+        [d.dl, d.events, d.meta, d.job("d1"), d.job("plain"), d.job("zz")],
+        [MAXLEN, "d1", "plain", "zz"],
+    )
+
+    assert result == [1, -4, -1]
+    assert not await raw.exists(d.job("d1"))
+    assert await raw.exists(d.job("plain"))
+    assert await raw.zrange(d.dl_time, 0, -1) == ["d2"]
+    assert await raw.hget(d.dl_counts, combo_key({"n": "email"})) == "1"
+    assert (await events(raw, d))[-1] == {"event": "purged", "count": "1", "jobIds": "d1"}
+
+
+async def test_purge_of_the_last_of_a_value_forgets_the_value(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1", name="sms")
+    await make_dead_letter(raw, d, "d2")
+
+    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "d1"])
+
+    assert await raw.zrange(d.dl_values("n"), 0, -1) == ["email"]
+    assert not await raw.hexists(d.dl_counts, combo_key({"n": "sms"}))
+    assert not await raw.exists(d.dl_index("n", "sms"))
+    assert not await raw.hexists(d.dl_origins, "orig-d1")
+
+
+async def test_clean_waiting_on_a_dead_letter_queue_removes_old_dead_letters(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "old")
+    await make_dead_letter(raw, d, "new", **{"dlq:deadLetteredAt": NOW + 100})
+
+    removed = await call(
+        raw, "clean_jobs", [*d.group, d.completed, d.failed], ["waiting", NOW + 50, 10, MAXLEN]
+    )
+
+    assert removed == ["old"]
+    assert await raw.zrange(d.dl_time, 0, -1) == ["new"]
+    assert not await raw.exists(d.job("old"))
+
+
+async def test_remove_job_takes_a_dead_letter_out_of_the_store(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1")
+
+    code = await call(
+        raw, "remove_job", [*d.group, d.completed, d.failed, d.job("d1")], ["d1", MAXLEN]
+    )
+
+    assert code == 1
+    assert await raw.zcard(d.dl_time) == 0
+    assert await raw.hlen(d.dl_counts) == 0
