@@ -63,11 +63,12 @@ for i = 14, #KEYS, 2 do
   elseif not store_remove(dl, dl_id, dl_key) then
     result = -6
   else
-    local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4]
+    local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'
     local priority = tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0
     local delay = tonumber(f[6]) or 0
-    local atm = ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7]
-    redis.call('HSET', new_key, 'name', f[2], 'data', f[3], 'opts', opts, 'timestamp', now,
+    local atm = ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7] or 1
+    redis.call('HSET', new_key, 'name', f[2] or '', 'data', f[3] or 'null', 'opts', opts,
+      'timestamp', now,
       'delay', delay, 'priority', priority, 'atm', atm, 'attemptsMade', 0,
       'rc', (tonumber(f[8]) or 0) + 1, 'replayOf', dl_id)
     redis.call('DEL', dl_key)

@@ -1,0 +1,486 @@
+"""The dead letter store through the library: cursors that stay stable while dead letters
+arrive and leave, exact counts and grouped statistics that agree with the entries, lookup by
+the original job id, the view over every dead letter queue, bulk operations racing each other,
+throttling, dry runs and the upgrade from the 0.1 layout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import (
+    DeadLetterFilter,
+    DeadLetterStatus,
+    DeadLetterView,
+    Job,
+    Queue,
+    Worker,
+)
+from lazarus._connection import now_ms
+from lazarus._keys import QueueKeys
+
+from .conftest import wait_until
+from .procs import fail_as_told
+
+MakeWorker = Callable[..., Worker]
+NAMES = ["email.send", "email.bounce", "sms.send", "push"]
+ERRORS = ["TimeoutError", "KeyError", "ValueError"]
+SOURCES = ["orders", "billing", "mail"]
+REASONS = ["attempts_exhausted", "unrecoverable", "stalled", "discarded"]
+T0 = 1_700_000_000_000
+
+
+async def seed(
+    raw: aioredis.Redis,
+    dlq: Queue,
+    count: int,
+    *,
+    rng: random.Random,
+    start: int = 0,
+    at: int | None = None,
+) -> list[dict[str, Any]]:
+    """Write ``count`` dead letters as lazarus 0.1 did (a hash in the waiting list) and move
+    them into the store with the real migration; returns what each one holds."""
+    keys = dlq.keys
+    made = []
+    async with raw.pipeline(transaction=False) as pipe:
+        for n in range(start, start + count):
+            letter = {
+                "id": f"dl{n:05d}",
+                "name": rng.choice(NAMES),
+                "dlq:errorType": rng.choice(ERRORS),
+                "dlq:sourceQueue": rng.choice(SOURCES),
+                "dlq:reason": rng.choice(REASONS),
+                "dlq:deadLetteredAt": at or T0 + rng.randrange(0, 50) * 1000,
+                "dlq:failedReason": rng.choice(["Read timed out", "boom", "Bad input a.b("]),
+                "data": json.dumps({"n": n, "tag": rng.choice(["red", "blue"])}),
+            }
+            made.append(letter)
+            fields = {k: v for k, v in letter.items() if k != "id"}
+            pipe.hset(keys.job(letter["id"]), mapping={
+                **fields, "timestamp": letter["dlq:deadLetteredAt"],
+                "dlq:originalJobId": f"orig{n}", "dlq:originalOpts": '{"attempts":1,"delay":0}',
+                "dlq:stacktrace": "[]", "dlq:attempts": "[]",
+            })  # fmt: skip
+            pipe.lpush(keys.wait, letter["id"])
+        await pipe.execute()
+    assert await dlq.migrate_dead_letters() == count
+    return made
+
+
+def matching(made: list[dict[str, Any]], flt: DeadLetterFilter) -> list[dict[str, Any]]:
+    """What ``flt`` selects, decided in Python from what was written."""
+    out = []
+    for letter in made:
+        checks = [
+            flt.name is None or letter["name"] == flt.name,
+            flt.name_prefix is None or letter["name"].startswith(flt.name_prefix),
+            flt.error_type is None or letter["dlq:errorType"] == flt.error_type,
+            flt.source_queue is None or letter["dlq:sourceQueue"] == flt.source_queue,
+            flt.reason is None or letter["dlq:reason"] == flt.reason,
+            flt.status in (None, DeadLetterStatus.PENDING),
+            flt.since_ms is None or letter["dlq:deadLetteredAt"] >= flt.since_ms,
+            flt.until_ms is None or letter["dlq:deadLetteredAt"] <= flt.until_ms,
+            flt.failed_reason is None
+            or flt.failed_reason.lower() in letter["dlq:failedReason"].lower(),
+            flt.payload_contains is None or flt.payload_contains in letter["data"],
+        ]
+        if all(checks):
+            out.append(letter)
+    return out
+
+
+def random_filter(rng: random.Random) -> DeadLetterFilter:
+    options: dict[str, Any] = {}
+    for field, values in [("name", NAMES), ("error_type", ERRORS), ("source_queue", SOURCES),
+                          ("reason", REASONS), ("name_prefix", ["email", "sms", "x"]),
+                          ("failed_reason", ["TIMED", "a.b("]),
+                          ("payload_contains", ['"red"'])]:  # fmt: skip
+        if rng.random() < 0.3:
+            options[field] = rng.choice(values)
+    if rng.random() < 0.3:
+        options["since"] = T0 + rng.randrange(0, 25) * 1000
+    if rng.random() < 0.3:
+        options["until"] = T0 + rng.randrange(25, 50) * 1000
+    if rng.random() < 0.1:
+        options["status"] = rng.choice(["pending", "resolved"])
+    return DeadLetterFilter(**options)
+
+
+async def walk_all(dlq: Queue, flt: DeadLetterFilter, limit: int, order: str) -> list[str]:
+    ids: list[str] = []
+    page = await dlq.search_dead_letters(flt, limit=limit, order=order)  # type: ignore[arg-type]
+    ids += [j.id for j in page.jobs]
+    while page.next_cursor is not None:
+        page = await dlq.search_dead_letters(
+            flt,
+            limit=limit,
+            cursor=page.next_cursor,
+            order=order,  # type: ignore[arg-type]
+        )
+        ids += [j.id for j in page.jobs]
+    return ids
+
+
+# -- counts, search and stats agree with the entries -----------------------------------------
+
+
+async def test_counts_pages_and_stats_agree_with_the_entries_for_random_filters(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    # Given 400 dead letters with random fields
+    rng = random.Random(7)
+    made = await seed(raw, dlq, 400, rng=rng)
+
+    for _ in range(40):
+        flt = random_filter(rng)
+        expected = matching(made, flt)
+        newest_first = sorted(
+            expected, key=lambda m: (m["dlq:deadLetteredAt"], m["id"]), reverse=True
+        )
+
+        # When the store counts, pages and groups them
+        count = await dlq.count_dead_letters(flt)
+        walked = await walk_all(dlq, flt, limit=7, order="newest")
+        first = await dlq.find_dead_letters(flt, limit=10)
+        stats = await dlq.get_dead_letter_stats(flt)
+
+        # Then every answer is what the entries say
+        assert count == len(expected), flt
+        assert sorted(walked) == sorted(m["id"] for m in expected), flt
+        assert len(walked) == len(set(walked)), flt
+        times = [m["dlq:deadLetteredAt"] for m in newest_first]
+        assert [j.dead_letter.dead_lettered_at for j in first] == times[:10]  # type: ignore[union-attr]
+        assert stats.total == len(expected), flt
+        assert stats.by_error_type == dict(Counter(m["dlq:errorType"] for m in expected)), flt
+        assert stats.by_name == dict(Counter(m["name"] for m in expected)), flt
+        assert stats.by_source_queue == dict(Counter(m["dlq:sourceQueue"] for m in expected))
+        assert stats.by_reason == dict(Counter(m["dlq:reason"] for m in expected)), flt
+        assert stats.by_status == ({"pending": len(expected)} if expected else {}), flt
+        assert stats.oldest == min(times, default=None), flt
+        assert stats.newest == max(times, default=None), flt
+
+
+async def test_a_page_reports_the_exact_total_when_counters_answer(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    rng = random.Random(3)
+    made = await seed(raw, dlq, 120, rng=rng)
+    flt = DeadLetterFilter(error_type="KeyError", source_queue="orders")
+
+    page = await dlq.search_dead_letters(flt, limit=5)
+    searched = await dlq.search_dead_letters(DeadLetterFilter(failed_reason="boom"), limit=5)
+
+    assert page.total == len(matching(made, flt))
+    assert searched.total is None
+
+
+async def test_oldest_first_walk_is_the_reverse_of_newest_first(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    await seed(raw, dlq, 90, rng=random.Random(11))
+    flt = DeadLetterFilter(name_prefix="email")
+
+    newest = await walk_all(dlq, flt, limit=8, order="newest")
+    oldest = await walk_all(dlq, flt, limit=13, order="oldest")
+
+    assert oldest == newest[::-1]
+    assert len(newest) > 0
+
+
+# -- cursors ----------------------------------------------------------------------------------
+
+
+async def test_a_cursor_walk_sees_every_survivor_once_while_others_arrive_and_leave(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    # Given 200 dead letters
+    rng = random.Random(5)
+    made = await seed(raw, dlq, 200, rng=rng)
+    ids = [m["id"] for m in made]
+    removed: set[str] = set()
+
+    # When a walk pages through them while, between pages, some are purged and new ones arrive
+    seen: list[str] = []
+    page = await dlq.search_dead_letters(limit=9)
+    seen += [j.id for j in page.jobs]
+    extra = 0
+    while page.next_cursor is not None:
+        victims = rng.sample([i for i in ids if i not in removed], 3)
+        for victim in victims:
+            await dlq.purge_dead_letter(victim)
+        removed.update(victims)
+        await seed(raw, dlq, 2, rng=rng, start=1000 + extra)
+        extra += 2
+        page = await dlq.search_dead_letters(limit=9, cursor=page.next_cursor)
+        seen += [j.id for j in page.jobs]
+
+    # Then every original dead letter that was never removed was seen, and none twice
+    survivors = set(ids) - removed
+    assert survivors <= set(seen)
+    assert len(seen) == len(set(seen))
+
+
+async def test_a_cursor_from_another_order_or_not_from_us_is_refused(dlq: Queue) -> None:
+    page = await dlq.search_dead_letters(limit=1)
+    assert page.next_cursor is None
+
+    with pytest.raises(ValueError, match="cursor"):
+        await dlq.search_dead_letters(cursor="bm90IGEgY3Vyc29y")
+    with pytest.raises(TypeError, match="cursor"):
+        await dlq.search_dead_letters(cursor=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="order"):
+        await dlq.search_dead_letters(order="sideways")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="limit"):
+        await dlq.search_dead_letters(limit=0)
+
+
+async def test_a_cursor_made_for_newest_first_is_refused_for_oldest_first(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    await seed(raw, dlq, 5, rng=random.Random(1))
+    page = await dlq.search_dead_letters(limit=2)
+    assert page.next_cursor is not None
+
+    with pytest.raises(ValueError, match="order"):
+        await dlq.search_dead_letters(cursor=page.next_cursor, order="oldest")
+
+
+def test_status_filter_accepts_the_enum_or_its_value_and_names_the_field() -> None:
+    assert DeadLetterFilter(status="manual").status is DeadLetterStatus.MANUAL
+    assert DeadLetterFilter(status=DeadLetterStatus.FAILED).exact() == {"s": "failed"}
+    with pytest.raises(ValueError, match=r"filter\.status"):
+        DeadLetterFilter(status="gone")
+    with pytest.raises(ValueError, match=r"filter\.name"):
+        DeadLetterFilter(name="\ud800")
+
+
+# -- lookups and the view over every dead letter queue ----------------------------------------
+
+
+async def test_a_dead_letter_is_found_by_the_id_its_job_had_in_the_source_queue(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    [job] = await queue.add_bulk([{"name": "charge", "data": {"raise": "UnrecoverableError"}}])
+    worker = make_worker(fail_as_told, dead_letter_queue="jobs-dlq")
+    await wait_until(lambda: _holds(dlq, 1), message="one dead letter")
+    await worker.close()
+
+    found = await dlq.find_dead_letter_by_original_id(job.id)
+
+    assert found is not None
+    assert found.dead_letter is not None
+    assert found.dead_letter.original_job_id == job.id
+    assert found.dead_letter.status == "pending"
+    assert await dlq.find_dead_letter_by_original_id("never-was") is None
+
+
+async def test_the_view_lists_counts_and_finds_across_every_dead_letter_queue(
+    redis_url: str, prefix: str, make_worker: MakeWorker
+) -> None:
+    # Given two source queues dead-lettering into two dead letter queues
+    added: dict[str, Job] = {}
+    for source, target in [("a", "a-dlq"), ("b", "b-dlq")]:
+        async with Queue(source, connection=redis_url, prefix=prefix) as q:
+            jobs = await q.add_bulk(
+                {"name": f"{source}.job", "data": {"raise": "UnrecoverableError", "n": n}}
+                for n in range(6)
+            )
+            added[source] = jobs[0]
+        make_worker(fail_as_told, source, dead_letter_queue=target)
+    async with DeadLetterView(redis_url, prefix=prefix) as view:
+        await wait_until(lambda: _counted(view, 12), message="twelve dead letters")
+
+        # When the view is asked
+        queues = await view.dead_letter_queues()
+        by_queue = await view.count(DeadLetterFilter(source_queue="b"))
+        stats = await view.stats()
+        pages: list[str] = []
+        page = await view.search(limit=5)
+        pages += [j.id for j in page.jobs]
+        while page.next_cursor:
+            page = await view.search(limit=5, cursor=page.next_cursor)
+            pages += [j.id for j in page.jobs]
+        found = await view.find_by_original_id(added["b"].id)
+
+    # Then it sees both queues as one store
+    assert queues == ["a-dlq", "b-dlq"]
+    assert by_queue == 6
+    assert stats.total == 12
+    assert stats.by_source_queue == {"a": 6, "b": 6}
+    assert len(pages) == 12 and len(set(pages)) == 12
+    assert found is not None and found.queue_name == "b-dlq"
+
+
+async def test_the_view_walks_every_queue_in_one_arrival_order(
+    raw: aioredis.Redis, redis_url: str, prefix: str
+) -> None:
+    # Given three dead letter queues whose dead letters interleave in time, with ties
+    made: list[tuple[int, str, str]] = []
+    for name, seed_value in [("x-dlq", 1), ("y-dlq", 2), ("z-dlq", 3)]:
+        async with Queue(name, connection=redis_url, prefix=prefix) as q:
+            for letter in await seed(raw, q, 30, rng=random.Random(seed_value)):
+                made.append((letter["dlq:deadLetteredAt"], name, letter["id"]))
+
+    # When the view walks them newest first in small pages
+    async with DeadLetterView(redis_url, prefix=prefix) as view:
+        walked: list[tuple[int, str, str]] = []
+        page = await view.search(limit=4)
+        while True:
+            walked += [(j.dead_letter.dead_lettered_at, j.queue_name, j.id)  # type: ignore[union-attr]
+                       for j in page.jobs]  # fmt: skip
+            if page.next_cursor is None:
+                break
+            page = await view.search(limit=4, cursor=page.next_cursor)
+
+    # Then every dead letter comes once, in time order
+    assert sorted(walked) == sorted(made)
+    assert [w[0] for w in walked] == sorted((m[0] for m in made), reverse=True)
+
+
+# -- bulk operations --------------------------------------------------------------------------
+
+
+async def test_filtered_bulk_replay_racing_filtered_purge_handles_every_match_once(
+    raw: aioredis.Redis, dlq: Queue, redis_url: str, prefix: str
+) -> None:
+    # Given 600 dead letters, of which one error type matches both operations' filter
+    made = await seed(raw, dlq, 600, rng=random.Random(9))
+    flt = DeadLetterFilter(error_type="KeyError")
+    expected = {m["id"] for m in matching(made, flt)}
+    rival = Queue(dlq.name, connection=redis_url, prefix=prefix)
+
+    # When a bulk replay and a bulk purge of the same filter run at once, in small batches
+    try:
+        replayed, purged = await asyncio.gather(
+            dlq.replay_all_dead_letters(flt, batch_size=7),
+            rival.purge_dead_letters(flt, batch_size=5),
+        )
+    finally:
+        await rival.close()
+
+    # Then each match was handled by exactly one of them and nothing else was touched
+    assert replayed + purged == len(expected)
+    assert replayed > 0 and purged > 0
+    assert await dlq.count_dead_letters(flt) == 0
+    assert await dlq.get_dead_letter_count() == 600 - len(expected)
+    new_jobs = 0
+    for source in SOURCES:
+        new_jobs += await raw.llen(QueueKeys(prefix, source).wait)
+    assert new_jobs == replayed
+
+
+async def test_bulk_replay_reports_progress_and_a_dry_run_touches_nothing(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    made = await seed(raw, dlq, 50, rng=random.Random(2))
+    flt = DeadLetterFilter(source_queue="orders")
+    expected = len(matching(made, flt))
+    progress: list[int] = []
+
+    would = await dlq.replay_all_dead_letters(flt, dry_run=True)
+    assert would == expected
+    assert await dlq.count_dead_letters(flt) == expected
+
+    done = await dlq.replay_all_dead_letters(flt, batch_size=4, on_progress=progress.append)
+
+    assert done == expected
+    assert progress == sorted(progress)
+    assert progress[-1] == expected
+    assert len(progress) >= expected // 4
+
+
+async def test_bulk_purge_with_a_rate_works_in_batches_no_larger_than_the_rate(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    await seed(raw, dlq, 30, rng=random.Random(4))
+    progress: list[int] = []
+
+    done = await dlq.purge_dead_letters(rate=10, on_progress=progress.append)
+
+    assert done == 30
+    assert all(b - a <= 10 for a, b in zip([0, *progress], progress))
+    with pytest.raises(ValueError, match="rate"):
+        await dlq.purge_dead_letters(rate=0)
+
+
+async def test_bulk_operations_leave_dead_letters_that_arrive_meanwhile(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    # Given twenty dead letters, and more arriving while a bulk purge runs
+    await seed(raw, dlq, 20, rng=random.Random(6))
+    arrived: list[dict[str, Any]] = []
+
+    async def arrive(done: int) -> None:
+        if not arrived:
+            later = now_ms() + 60_000
+            arrived.extend(await seed(raw, dlq, 3, rng=random.Random(8), start=500, at=later))
+
+    # When the purge ends
+    purged = await dlq.purge_dead_letters(batch_size=5, on_progress=arrive)
+
+    # Then it took the twenty it started with, and left the arrivals
+    assert purged == 20
+    assert sorted(j.id for j in await dlq.get_dead_letter_jobs()) == sorted(
+        a["id"] for a in arrived
+    )
+
+
+# -- the upgrade from 0.1 -------------------------------------------------------------------
+
+
+async def test_migration_moves_old_dead_letters_into_the_store_and_is_safe_to_repeat(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    await raw.hset(dlq.keys.job("plain"), mapping={"name": "n", "data": "1"})
+    await raw.lpush(dlq.keys.wait, "plain")
+    await seed(raw, dlq, 12, rng=random.Random(12))
+
+    again = await dlq.migrate_dead_letters()
+
+    assert again == 0
+    assert await dlq.get_dead_letter_count() == 12
+    assert await raw.lrange(dlq.keys.wait, 0, -1) == ["plain"]
+    assert await dlq.get_job_state("dl00003") == "waiting"
+    assert (await dlq.get_job_counts())["waiting"] == 13
+
+
+# -- a worker on a dead letter queue --------------------------------------------------------
+
+
+async def test_a_worker_on_a_dead_letter_queue_takes_dead_letters_out_of_the_store(
+    raw: aioredis.Redis, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    await seed(raw, dlq, 5, rng=random.Random(13))
+    handled: list[str] = []
+
+    async def handle(job: Job) -> None:
+        assert job.dead_letter is not None
+        handled.append(job.id)
+
+    make_worker(handle, dlq.name)
+    await wait_until(lambda: _completed(dlq, 5), message="five dead letters handled")
+
+    assert await dlq.get_dead_letter_count() == 0
+    assert await dlq.count_dead_letters() == 0
+    assert await raw.hlen(dlq.keys.dl_counts) == 0
+    assert len(handled) == 5
+
+
+async def _holds(dlq: Queue, count: int) -> bool:
+    return await dlq.get_dead_letter_count() == count
+
+
+async def _completed(dlq: Queue, count: int) -> bool:
+    return await dlq.get_completed_count() == count
+
+
+async def _counted(view: DeadLetterView, count: int) -> bool:
+    return await view.count() == count
