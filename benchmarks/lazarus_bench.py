@@ -119,15 +119,20 @@ class LazarusQueue:
         return int(info["used_memory"])
 
     async def memory_details(self) -> dict[str, float]:
-        """Bytes of an average dead letter hash, and of the structures around it."""
+        """Bytes of an average dead letter hash, of the dead letter store's indexes per dead
+        letter, and of the structures around them."""
         client = self.queue.client
-        ids = [str(i) for i in await client.lrange(self.dlq.keys.wait, 0, MEMORY_SAMPLE - 1)]
+        ids = [job.id for job in await self.dlq.get_dead_letter_jobs(0, MEMORY_SAMPLE - 1)]
         sizes = [await client.memory_usage(self.dlq.keys.job(i), samples=0) or 0 for i in ids]
+        count = await self.dlq.get_dead_letter_count()
+        store = 0
+        async for key in client.scan_iter(match=self.dlq.keys.dl + "*"):
+            store += await client.memory_usage(key, samples=0) or 0
         details: dict[str, float] = {
             "dead_letter_hash_bytes": sum(sizes) / len(sizes) if sizes else 0.0,
+            "store_index_bytes_per_dead_letter": store / count if count else 0.0,
         }
         for label, key in (
-            ("dlq_wait_list_bytes", self.dlq.keys.wait),
             ("dlq_events_bytes", self.dlq.keys.events),
             ("source_events_bytes", self.queue.keys.events),
         ):

@@ -15,9 +15,9 @@ Cluster slot::
     <prefix>:{<queue>}:meta         HASH   queue flags (paused) and settings
     <prefix>:{<queue>}:events       STREAM events, trimmed to about ``max_events`` entries
     <prefix>:{<queue>}:job:<id>     HASH   one job
-    <prefix>:{<queue>}:dl:t         ZSET   the dead letter store: every dead letter id, by
-                                           arrival time (ms)
-    <prefix>:{<queue>}:dl:i:<f>:<v> ZSET   the dead letters whose field f has value v
+    <prefix>:{<queue>}:dl:i:<f>:<v> ZSET   the dead letter store: the dead letters whose
+                                           field f has value v, in arrival order (the status
+                                           indexes i:s:* partition the store)
     <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct values of field f
     <prefix>:{<queue>}:dl:c         HASH   exact counts of every combination of field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
@@ -143,10 +143,6 @@ class QueueKeys:
     def dl(self) -> str:
         """The prefix of the dead letter store's keys (scripts append the rest)."""
         return self.base + "dl:"
-
-    @property
-    def dl_time(self) -> str:
-        return self.base + "dl:t"
 
     def dl_index(self, code: str, value: str) -> str:
         """The index of the dead letters whose field ``code`` has ``value``."""

@@ -301,7 +301,7 @@ class Job:
             original_data=_codec.decode(raw_data),
             opts=JobOptions.from_dict(json.loads(opts_json)),
             queue_name=queue_name,
-            timestamp=int(f.get("timestamp") or 0),
+            timestamp=int(f.get("timestamp") or f.get("dlq:deadLetteredAt") or 0),
             attempts_made=int(f.get("attemptsMade") or 0),
             attempts_started=int(f.get("ats") or 0),
             processed_on=_opt_int(f.get("processedOn")),

@@ -21,6 +21,7 @@ from . import _codec, _scripts
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
+from .dead_letter.store import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
 
@@ -226,18 +227,13 @@ class Queue(DeadLetterMixin):
             pipe.lpos(k.active, job_id)
             pipe.lpos(k.wait, job_id)
             pipe.hexists(k.meta, "paused")
-            pipe.zscore(k.dl_time, job_id)
-            (
-                completed,
-                failed,
-                delayed,
-                prioritized,
-                active,
-                waiting,
-                paused,
-                dead,
-            ) = await pipe.execute()
-        if dead is not None:
+            pipe.hget(k.job(job_id), "dlq:status")
+            replies = await pipe.execute()
+        completed, failed, delayed, prioritized, active, waiting, paused, status = replies
+        dead_letter = status is not None and (
+            await self._client.zscore(k.dl_index("s", status), job_id) is not None
+        )
+        if dead_letter:
             return "waiting"
         if completed is not None:
             return "completed"
@@ -302,8 +298,10 @@ class Queue(DeadLetterMixin):
             pipe.zcard(k.completed)
             pipe.zcard(k.failed)
             pipe.hexists(k.meta, "paused")
-            pipe.zcard(k.dl_time)
-            wait, prio, delayed, active, completed, failed, paused, dead = await pipe.execute()
+            for status in LIVE_STATUSES:
+                pipe.zcard(k.dl_index("s", status))
+            wait, prio, delayed, active, completed, failed, paused, *live = await pipe.execute()
+        dead = sum(int(n) for n in live)
         ready = int(wait) + int(prio)
         return {
             # Dead letters wait in the store, paused or not: a pause holds claims only.

@@ -74,7 +74,7 @@ async def test_migrate_indexes_dead_letters_and_keeps_ordinary_jobs_waiting(
     await make_dead_letter(raw, d, "d1", name="sms")
 
     assert await raw.lrange(d.wait, 0, -1) == ["plain"]
-    assert await raw.zrange(d.dl_time, 0, -1) == ["d1"]
+    assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["d1"]
     assert await raw.zrange(d.dl_index("n", "sms"), 0, -1) == ["d1"]
     assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["d1"]
     assert await raw.zrange(d.dl_values("e"), 0, -1) == ["TimeoutError"]
@@ -252,7 +252,7 @@ async def test_replay_codes_for_missing_plain_and_taken_entries(
     assert await raw.exists(d.job("plain"))
     assert await raw.exists(d.job("taken"))
     assert not await raw.exists(k.wait)
-    assert await raw.zcard(d.dl_time) == 0
+    assert await raw.zcard(d.dl_index("s", "pending")) == 0
 
 
 async def test_purge_codes_event_and_counts(raw: aioredis.Redis, d: QueueKeys) -> None:
@@ -270,7 +270,7 @@ async def test_purge_codes_event_and_counts(raw: aioredis.Redis, d: QueueKeys) -
     assert result == [1, -4, -1]
     assert not await raw.exists(d.job("d1"))
     assert await raw.exists(d.job("plain"))
-    assert await raw.zrange(d.dl_time, 0, -1) == ["d2"]
+    assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["d2"]
     assert await raw.hget(d.dl_counts, combo_key({"n": "email"})) == "1"
     assert (await events(raw, d))[-1] == {"event": "purged", "count": "1", "jobIds": "d1"}
 
@@ -300,7 +300,7 @@ async def test_clean_waiting_on_a_dead_letter_queue_removes_old_dead_letters(
     )
 
     assert removed == ["old"]
-    assert await raw.zrange(d.dl_time, 0, -1) == ["new"]
+    assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["new"]
     assert not await raw.exists(d.job("old"))
 
 
@@ -314,5 +314,5 @@ async def test_remove_job_takes_a_dead_letter_out_of_the_store(
     )
 
     assert code == 1
-    assert await raw.zcard(d.dl_time) == 0
+    assert await raw.zcard(d.dl_index("s", "pending")) == 0
     assert await raw.hlen(d.dl_counts) == 0

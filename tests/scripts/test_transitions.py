@@ -338,7 +338,9 @@ async def test_dead_letter_moves_the_job_with_its_history_in_one_step(
     assert await raw.llen(k.active) == 0
     assert await raw.zcard(k.leases) == 0
     assert await raw.zcard(k.failed) == 0
-    assert await raw.zrange(d.dl_time, 0, -1, withscores=True) == [("dl1", NOW * 1000 + 1)]
+    assert await raw.zrange(d.dl_index("s", "pending"), 0, -1, withscores=True) == [
+        ("dl1", NOW * 1000 + 1)
+    ]
     assert not await raw.exists(d.wait)
     dl = await raw.hgetall(d.job("dl1"))
     assert dl["data"] == payload
@@ -380,7 +382,7 @@ async def test_dead_letter_by_a_stranger_is_refused_and_changes_nothing(
 
     assert reply == [-2]
     assert await raw.lrange(k.active, 0, -1) == ["a"]
-    assert not await raw.exists(d.dl_time)
+    assert not await raw.exists(d.dl_index("s", "pending"))
 
 
 # -- sweep_stalled / extend_locks -------------------------------------------------------------

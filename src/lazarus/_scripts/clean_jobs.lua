@@ -3,7 +3,7 @@
   completed and failed are aged by finish time; waiting, prioritized and delayed by the job's
   timestamp. waiting is read from its oldest end and stops at the first job newer than the
   cutoff; on a dead letter queue it then takes the dead letters of its store that were
-  dead-lettered at or before the cutoff, oldest first.
+  dead-lettered at or before the cutoff, oldest first within each status.
 
   KEYS[1]  wait
   KEYS[2]  prioritized
@@ -56,8 +56,9 @@ elseif state == 'waiting' then
     redis.call('RPOP', q.wait)
     drop(id)
   end
-  if #removed < limit then
-    local old = redis.call('ZRANGE', q.dl .. 't', '-inf', cutoff * 1000 + 999, 'BYSCORE',
+  for _, index in ipairs(store_statuses(q.dl)) do
+    if #removed >= limit then break end
+    local old = redis.call('ZRANGE', index, '-inf', cutoff * 1000 + 999, 'BYSCORE',
       'LIMIT', 0, limit - #removed)
     for _, id in ipairs(old) do
       store_remove(q.dl, id, q.job_prefix .. id)

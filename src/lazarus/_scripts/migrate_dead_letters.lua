@@ -32,9 +32,12 @@ for _ = 1, tonumber(ARGV[1]) do
   local key = q.job_prefix .. id
   local values, at, origin = store_values(key)
   if values then
-    if not redis.call('ZSCORE', q.dl .. 't', id) then
+    if not redis.call('ZSCORE', q.dl .. 'i:s:' .. values[5], id) then
       redis.call('HSET', key, 'dlq:status', values[5])
-      redis.call('HDEL', key, 'opts', 'priority', 'delay', 'atm', 'attemptsMade')
+      redis.call('HDEL', key, 'opts', 'priority', 'delay', 'atm', 'attemptsMade', 'timestamp')
+      for _, field in ipairs({'dlq:priority', 'dlq:delay', 'dlq:replayCount'}) do
+        if redis.call('HGET', key, field) == '0' then redis.call('HDEL', key, field) end
+      end
       store_add(q.dl, id, values, at, origin)
       moved = moved + 1
     end

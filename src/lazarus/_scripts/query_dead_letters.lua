@@ -42,8 +42,9 @@ local since, till = ARGV[7] ~= '' and ARGV[7] or '-inf', ARGV[8] ~= '' and ARGV[
 local exact = {ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13]}
 local name_prefix, reason_part, text = ARGV[14], ARGV[15], ARGV[16]
 
--- The drivers: the index keys whose union, in order, holds every possible match.
-local drivers, smallest = {dl .. 't'}, nil
+-- The drivers: the index keys whose union, in order, holds every possible match (by default
+-- the status indexes, which partition the store).
+local drivers, smallest = store_statuses(dl), nil
 for i = 1, 5 do
   if exact[i] ~= '' then
     local key = dl .. 'i:' .. STORE_CODES[i] .. ':' .. exact[i]

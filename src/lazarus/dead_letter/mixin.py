@@ -48,14 +48,18 @@ class DeadLetterMixin:
 
     @reports_unavailable
     async def get_dead_letter_count(self) -> int:
-        """How many dead letters this queue holds."""
-        return int(await self._client.zcard(self.keys.dl_time))
+        """How many dead letters wait for a decision here (status ``pending``, ``manual`` or
+        ``failed``)."""
+        return await store.count_in(
+            self._client, self.keys, store.LIVE_STATUSES, DeadLetterFilter()
+        )
 
     @reports_unavailable
     async def get_dead_letter_jobs(self, start: int = 0, end: int = -1) -> list[Job]:
-        """Dead letters from index ``start`` to ``end`` (inclusive), newest first."""
-        ids = await self._client.zrange(self.keys.dl_time, start, end, desc=True)
-        return await self._get_jobs([_text(i) for i in ids])
+        """Dead letters from index ``start`` to ``end`` (inclusive), newest first, of those
+        :meth:`get_dead_letter_count` counts."""
+        ids = await store.newest_first(self._client, self.keys, store.LIVE_STATUSES, start, end)
+        return await self._get_jobs(ids)
 
     @reports_unavailable
     async def peek_dead_letter(self, job_id: str) -> Job | None:
@@ -159,7 +163,8 @@ class DeadLetterMixin:
     @reports_unavailable
     async def get_oldest_dead_letter_at(self) -> int | None:
         """When the oldest dead letter still here was dead-lettered (ms), or ``None``."""
-        return (await store.index_ends(self._client, self.keys.dl_time))[0]
+        live = [self.keys.dl_index("s", s) for s in store.LIVE_STATUSES]
+        return (await store.index_ends(self._client, live))[0]
 
     @reports_unavailable
     async def get_dead_letter_rate(

@@ -69,8 +69,10 @@ async def _ends(
 ) -> tuple[int | None, int | None]:
     exact = flt.exact()
     if not flt.name_prefix and len(exact) <= 1:
-        key = keys.dl_time if not exact else keys.dl_index(*next(iter(exact.items())))
-        return await store.index_ends(client, key)
+        if exact:
+            return await store.index_ends(client, [keys.dl_index(*next(iter(exact.items())))])
+        every = [keys.dl_index("s", s) for s in await store.statuses(client, keys)]
+        return await store.index_ends(client, every)
     ends: list[int | None] = []
     for order in ("oldest", "newest"):
         found: int | None = None

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 # distinct job names at most; beyond, it is checked entry by entry.
 MAX_PREFIX_NAMES = 64
 MAX_DISTINCT_VALUES = 10_000
+# The statuses whose dead letters still wait for a decision: what seed 000's count and pages
+# (get_dead_letter_count, get_dead_letter_jobs) cover.
+LIVE_STATUSES = ("pending", "manual", "failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,23 @@ async def names_with_prefix(client: Redis, keys: QueueKeys, prefix: str) -> list
     return [_text(n) for n in names]
 
 
+async def statuses(client: Redis, keys: QueueKeys) -> list[str]:
+    """The statuses that hold dead letters; their indexes partition the store."""
+    return [_text(s) for s in await client.zrange(keys.dl_values("s"), 0, -1)]
+
+
+async def count_in(
+    client: Redis, keys: QueueKeys, status_names: tuple[str, ...] | list[str], flt: DeadLetterFilter
+) -> int:
+    """How many dead letters of these statuses fall in the filter's time range."""
+    low, high = flt.score_range()
+    async with client.pipeline(transaction=False) as pipe:
+        for status in status_names:
+            pipe.zcount(keys.dl_index("s", status), low, high)
+        counts = await pipe.execute()
+    return sum(int(c) for c in counts)
+
+
 async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> int | None:
     """How many dead letters match ``flt``, from counters and index sizes alone; ``None``
     when that needs entries to be read (substring searches, a time range with several exact
@@ -61,9 +81,10 @@ async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> 
     if flt.timed:
         if len(exact) > 1 or flt.name_prefix:
             return None
-        key = keys.dl_time if not exact else keys.dl_index(*next(iter(exact.items())))
+        if not exact:
+            return await count_in(client, keys, await statuses(client, keys), flt)
         low, high = flt.score_range()
-        return int(await client.zcount(key, low, high))
+        return int(await client.zcount(keys.dl_index(*next(iter(exact.items()))), low, high))
     if flt.name_prefix:
         if "n" in exact:
             if not exact["n"].startswith(flt.name_prefix):
@@ -79,7 +100,7 @@ async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> 
             )
             return sum(int(c or 0) for c in counts)
     if not exact:
-        return int(await client.zcard(keys.dl_time))
+        return await count_in(client, keys, await statuses(client, keys), flt)
     return int(await client.hget(keys.dl_counts, combo_key(exact)) or 0)
 
 
@@ -118,17 +139,39 @@ async def grouped_counts(
     return result
 
 
-async def index_ends(client: Redis, key: str) -> tuple[int | None, int | None]:
-    """The first and last arrival times (ms) in an index of the store (scores are ms * 1000
+async def index_ends(client: Redis, index_keys: list[str]) -> tuple[int | None, int | None]:
+    """The first and last arrival times (ms) over indexes of the store (scores are ms * 1000
     plus a sequence number)."""
     async with client.pipeline(transaction=False) as pipe:
-        pipe.zrange(key, 0, 0, withscores=True)
-        pipe.zrange(key, -1, -1, withscores=True)
-        first, last = await pipe.execute()
-    return (
-        int(first[0][1]) // 1000 if first else None,
-        int(last[0][1]) // 1000 if last else None,
+        for key in index_keys:
+            pipe.zrange(key, 0, 0, withscores=True)
+            pipe.zrange(key, -1, -1, withscores=True)
+        ends = await pipe.execute()
+    firsts = [int(e[0][1]) // 1000 for e in ends[0::2] if e]
+    lasts = [int(e[0][1]) // 1000 for e in ends[1::2] if e]
+    return min(firsts, default=None), max(lasts, default=None)
+
+
+async def newest_first(
+    client: Redis, keys: QueueKeys, status_names: tuple[str, ...], start: int, end: int
+) -> list[str]:
+    """Ids ``start`` to ``end`` (inclusive, -1 for the last) of the dead letters of these
+    statuses, newest first: one index read when a single status holds them, else a merge."""
+    present = [s for s in await statuses(client, keys) if s in status_names]
+    if not present:
+        return []
+    if len(present) == 1:
+        ids = await client.zrange(keys.dl_index("s", present[0]), start, end, desc=True)
+        return [_text(i) for i in ids]
+    async with client.pipeline(transaction=False) as pipe:
+        for status in present:
+            pipe.zrange(keys.dl_index("s", status), 0, end, desc=True, withscores=True)
+        parts = await pipe.execute()
+    merged = sorted(
+        ((score, _text(member)) for part in parts for member, score in part), reverse=True
     )
+    chosen = merged[start:] if end == -1 else merged[start : end + 1]
+    return [member for _, member in chosen]
 
 
 def _text(value: object) -> str:

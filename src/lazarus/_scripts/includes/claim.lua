@@ -21,8 +21,8 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
     if not id then
       local popped = redis.call('ZPOPMIN', q.prioritized)
       if #popped == 0 then
-        -- A worker on a dead letter queue takes its dead letters, oldest first.
-        popped = redis.call('ZRANGE', q.dl .. 't', 0, 0)
+        -- A worker on a dead letter queue takes its pending dead letters, oldest first.
+        popped = redis.call('ZRANGE', q.dl .. 'i:s:pending', 0, 0)
         if #popped == 0 then return false end
         store_remove(q.dl, popped[1], q.job_prefix .. popped[1])
       end
@@ -38,7 +38,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       redis.call('ZADD', q.leases, now + lock_ms, id)
       emit(q.events, maxlen, 'active', 'jobId', id)
       if redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0
-          or redis.call('ZCARD', q.dl .. 't') > 0 then
+          or redis.call('ZCARD', q.dl .. 'i:s:pending') > 0 then
         redis.call('ZADD', q.marker, 0, '0')
       end
       local reply = {id, token}

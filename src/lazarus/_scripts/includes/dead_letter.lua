@@ -17,19 +17,26 @@ end
 -- (already released) job `id` of queue src into the dead letter store of queue dlq (a table:
 -- dl, marker, events, meta) as the dead letter `dl_id`, with its failure history, then delete
 -- it from src. The payload bytes are copied, never decoded. Fields every dead letter shares
--- (opts {}, priority 0, delay 0, one attempt, none made) are left out: readers default them.
+-- (opts {}, priority 0, delay 0, one attempt, none made; timestamp = dlq:deadLetteredAt) and
+-- zero counts are left out: readers default them.
 local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'name', 'data', 'opts', 'timestamp', 'failedReason',
     'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm')
   redis.call('HSET', dl_key,
-    'name', f[1] or '', 'data', f[2], 'timestamp', now,
+    'name', f[1] or '', 'data', f[2],
     'dlq:sourceQueue', source_name, 'dlq:originalJobId', id, 'dlq:failedReason', f[5] or '',
     'dlq:errorType', f[6] or '', 'dlq:stacktrace', f[7] or '[]', 'dlq:attempts', f[8] or '[]',
     'dlq:attemptsMade', f[9] or 0, 'dlq:deadLetteredAt', now, 'dlq:originalTimestamp', f[4],
-    'dlq:originalOpts', f[3], 'dlq:reason', reason, 'dlq:replayCount', f[10] or 0,
-    'dlq:priority', f[11] or 0, 'dlq:delay', f[12] or 0, 'dlq:atm', f[13] or 1,
+    'dlq:originalOpts', f[3], 'dlq:reason', reason, 'dlq:atm', f[13] or 1,
     'dlq:status', 'pending')
+  -- Zeros are the defaults readers assume: left out, they cost no memory.
+  local optional = {'dlq:replayCount', f[10], 'dlq:priority', f[11], 'dlq:delay', f[12]}
+  for i = 1, #optional, 2 do
+    if optional[i + 1] and optional[i + 1] ~= '0' then
+      redis.call('HSET', dl_key, optional[i], optional[i + 1])
+    end
+  end
   store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
   redis.call('ZADD', dlq.marker, 0, '0')
   redis.call('DEL', key)

@@ -1,13 +1,14 @@
 -- The dead letter store of one dead letter queue: every key lives under the store prefix
 -- `dl` = '<prefix>:{<dlq>}:dl:' (the queue's own hash tag), see docs/redis-keys.md:
---   dl .. 't'                 ZSET  every dead letter id in arrival order: score = dead-lettered
---                                   at (ms) * 1000 + a per-store sequence number mod 1000
---   dl .. 'i:<f>:<value>'     ZSET  the ids whose field f has that value, same score
---   dl .. 'seq'               STRING the sequence
+--   dl .. 'i:<f>:<value>'     ZSET  the ids whose field f has that value, in arrival order:
+--                                   score = dead-lettered at (ms) * 1000 + the sequence mod 1000
+--   dl .. 'seq'               STRING the sequence, which orders one millisecond's arrivals
 --   dl .. 'v:<f>'             ZSET  the distinct values of field f (score 0, lexical order)
 --   dl .. 'c'                 HASH  exact counts of every combination of field values
 --   dl .. 'o'                 HASH  original job id -> dead letter id
--- Fields f: q source queue, n job name, e error type, r reason, s status.
+-- Fields f: q source queue, n job name, e error type, r reason, s status. Every dead letter has
+-- exactly one status, so the status indexes ('i:s:<status>') partition the store: together
+-- they are its arrival order, and a dead letter is in the store when it is in its status's.
 local STORE_CODES = {'q', 'n', 'e', 'r', 's'}
 local STORE_FIELDS = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
   'dlq:deadLetteredAt', 'dlq:originalJobId'}
@@ -44,7 +45,6 @@ end
 -- dead-lettered at `at` (ms). The sequence orders dead letters of the same millisecond.
 local function store_add(dl, id, values, at, origin)
   local score = at * 1000 + redis.call('INCR', dl .. 'seq') % 1000
-  redis.call('ZADD', dl .. 't', score, id)
   for i = 1, 5 do
     redis.call('ZADD', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], score, id)
   end
@@ -59,10 +59,9 @@ end
 -- store_remove(dl, id, key): take dead letter `id` (hash `key`, still present) out of every
 -- index. Returns false when it was not in the store.
 local function store_remove(dl, id, key)
-  if redis.call('ZREM', dl .. 't', id) == 0 then return false end
   local values, _, origin = store_values(key)
-  if not values then return true end
-  for i = 1, 5 do
+  if not values or redis.call('ZREM', dl .. 'i:s:' .. values[5], id) == 0 then return false end
+  for i = 1, 4 do
     redis.call('ZREM', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], id)
   end
   for _, combo in ipairs(store_combos(values)) do
@@ -77,4 +76,13 @@ local function store_remove(dl, id, key)
     redis.call('HDEL', dl .. 'o', origin)
   end
   return true
+end
+
+-- store_statuses(dl): the index key of every status that holds dead letters.
+local function store_statuses(dl)
+  local keys = {}
+  for _, status in ipairs(redis.call('ZRANGE', dl .. 'v:s', 0, -1)) do
+    keys[#keys + 1] = dl .. 'i:s:' .. status
+  end
+  return keys
 end
