@@ -160,8 +160,8 @@ def _check_text(value: str, field: str) -> None:
 
 
 def combo_key(values: dict[str, str]) -> str:
-    """The field of the store's count hash for one combination of exact values (the same
-    encoding as ``store_combos`` in ``includes/store.lua``: byte lengths, field order)."""
+    """The field of the store's count hash for a combination of values by field code (the
+    encoding of ``store_combination`` in ``includes/store.lua``: byte lengths, field order)."""
     parts = []
     for code, _ in INDEXED:
         if code in values:

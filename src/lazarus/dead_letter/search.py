@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 Order = Literal["newest", "oldest"]
 # Per script call: at most this many entries and bytes of text examined. Measured to keep a
 # call within a few milliseconds (benchmarks/dlq_scale.py).
-MAX_ENTRIES = 1000
-MAX_BYTES = 512 * 1024
+MAX_ENTRIES = 500
+MAX_BYTES = 256 * 1024
 _CURSOR_VERSION = "1"
 
 

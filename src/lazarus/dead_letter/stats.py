@@ -47,10 +47,10 @@ def _sorted(counts: dict[str, int]) -> dict[str, int]:
 
 async def compute_stats(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> DeadLetterStats:
     """Statistics of the dead letters matching ``flt``."""
-    total = await store.exact_count(client, keys, flt)
-    if total is None or flt.timed:
+    groups = None if flt.scans or flt.timed else await store.grouped_counts(client, keys, flt)
+    if groups is None:
         return await _walked_stats(client, keys, flt)
-    groups = await store.grouped_counts(client, keys, flt)
+    total = sum(groups["s"].values())
     oldest, newest = await _ends(client, keys, flt)
     return DeadLetterStats(
         total=total,

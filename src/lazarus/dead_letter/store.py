@@ -2,29 +2,29 @@
 count hash, distinct values, ends of its indexes.
 
 The store's keys (``<prefix>:{<dlq>}:dl:*``, see ``docs/redis-keys.md``) are written only by
-the Lua scripts that move dead letters in and out (``includes/store.lua``): an arrival-ordered
-index of every dead letter, one index per value of each exact field (source queue, job name,
-error type, reason, status), the distinct values of each field, and a count for every
-combination of field values, so that any combination is counted without reading entries.
+the Lua scripts that move dead letters in and out (``includes/store.lua``): one arrival-ordered
+index per value of each exact field (source queue, job name, error type, reason, status), the
+distinct job names and statuses, and a count per combination of the five values, so that any
+combination of exact filters is counted by adding counters, without reading entries.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from .._keys import validate_name
-from .filters import INDEXED, DeadLetterFilter, combo_key
+from .filters import INDEXED, DeadLetterFilter
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from .._keys import QueueKeys
 
-# A name prefix is counted exactly (and walked index by index) while it matches this many
-# distinct job names at most; beyond, it is checked entry by entry.
-MAX_PREFIX_NAMES = 64
-MAX_DISTINCT_VALUES = 10_000
+# Counts over several exact fields add up the store's combination counters, while there are
+# at most this many distinct combinations; beyond, they are made by a bounded walk.
+MAX_COMBINATIONS = 50_000
 # The statuses whose dead letters still wait for a decision: what seed 000's count and pages
 # (get_dead_letter_count, get_dead_letter_jobs) cover.
 LIVE_STATUSES = ("pending", "manual", "failed")
@@ -40,18 +40,6 @@ class DeadLetterQueueOptions:
         if not isinstance(self.queue_name, str) or not self.queue_name:
             raise ValueError("dead_letter_queue.queue_name must be a non-empty str")
         validate_name(self.queue_name, "dead_letter_queue.queue_name")
-
-
-async def names_with_prefix(client: Redis, keys: QueueKeys, prefix: str) -> list[str] | None:
-    """The distinct job names in the store that start with ``prefix``; ``None`` when there
-    are more than :data:`MAX_PREFIX_NAMES`."""
-    names = await client.zrange(
-        keys.dl_values("n"), f"[{prefix}", f"({prefix}\xff", bylex=True, offset=0,
-        num=MAX_PREFIX_NAMES + 1,
-    )  # fmt: skip
-    if len(names) > MAX_PREFIX_NAMES:
-        return None
-    return [_text(n) for n in names]
 
 
 async def statuses(client: Redis, keys: QueueKeys) -> list[str]:
@@ -71,72 +59,71 @@ async def count_in(
     return sum(int(c) for c in counts)
 
 
+async def combinations(client: Redis, keys: QueueKeys) -> dict[tuple[str, ...], int] | None:
+    """The store's count of every combination of (source queue, name, error type, reason,
+    status) it holds, read in bounded steps; ``None`` when there are more than
+    :data:`MAX_COMBINATIONS` (then counts that need them are made by a walk)."""
+    if int(await client.hlen(keys.dl_counts)) > MAX_COMBINATIONS:
+        return None
+    found: dict[tuple[str, ...], int] = {}
+    async for field, count in client.hscan_iter(keys.dl_counts, count=1000):
+        found[parse_combination(_text(field))] = int(count)
+    return found
+
+
+def parse_combination(field: str) -> tuple[str, ...]:
+    """The five values of a count hash field ('<code><byte length>:<value>' per field)."""
+    raw, values, at = field.encode(), [], 0
+    for _ in INDEXED:
+        colon = raw.index(b":", at)
+        length = int(raw[at + 1 : colon])
+        values.append(raw[colon + 1 : colon + 1 + length].decode())
+        at = colon + 1 + length
+    return tuple(values)
+
+
+def _selects(flt: DeadLetterFilter, exact: dict[str, str], values: tuple[str, ...]) -> bool:
+    for (code, _), value in zip(INDEXED, values):
+        if code in exact and exact[code] != value:
+            return False
+    return not flt.name_prefix or values[1].startswith(flt.name_prefix)
+
+
 async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> int | None:
     """How many dead letters match ``flt``, from counters and index sizes alone; ``None``
     when that needs entries to be read (substring searches, a time range with several exact
-    filters or a name prefix, a name prefix over too many names)."""
+    filters or a name prefix, too many distinct combinations)."""
     if flt.scans:
         return None
     exact = flt.exact()
-    if flt.timed:
-        if len(exact) > 1 or flt.name_prefix:
-            return None
+    if not flt.name_prefix and len(exact) <= 1:
         if not exact:
             return await count_in(client, keys, await statuses(client, keys), flt)
         low, high = flt.score_range()
         return int(await client.zcount(keys.dl_index(*next(iter(exact.items()))), low, high))
-    if flt.name_prefix:
-        if "n" in exact:
-            if not exact["n"].startswith(flt.name_prefix):
-                return 0
-        else:
-            names = await names_with_prefix(client, keys, flt.name_prefix)
-            if names is None:
-                return None
-            if not names:
-                return 0
-            counts = await client.hmget(
-                keys.dl_counts, [combo_key({**exact, "n": n}) for n in names]
-            )
-            return sum(int(c or 0) for c in counts)
-    if not exact:
-        return await count_in(client, keys, await statuses(client, keys), flt)
-    return int(await client.hget(keys.dl_counts, combo_key(exact)) or 0)
+    if flt.timed:
+        return None
+    found = await combinations(client, keys)
+    if found is None:
+        return None
+    return sum(count for values, count in found.items() if _selects(flt, exact, values))
 
 
 async def grouped_counts(
     client: Redis, keys: QueueKeys, flt: DeadLetterFilter
-) -> dict[str, dict[str, int]]:
+) -> dict[str, dict[str, int]] | None:
     """For each indexed field (by code), the number of matches of ``flt`` per value, from the
-    count hash. Only for filters :func:`exact_count` answers without a time range."""
+    count hash; ``None`` when it has too many combinations. Not for time ranges."""
+    found = await combinations(client, keys)
+    if found is None:
+        return None
     exact = flt.exact()
-    async with client.pipeline(transaction=False) as pipe:
-        for code, _ in INDEXED:
-            pipe.zrange(keys.dl_values(code), 0, MAX_DISTINCT_VALUES - 1)
-        distinct = await pipe.execute()
-    groups: dict[str, list[str]] = {}
-    for (code, _), values in zip(INDEXED, distinct):
-        found = [_text(v) for v in values]
-        groups[code] = [exact[code]] if code in exact else found
-    names = groups["n"]
-    if flt.name_prefix:
-        names = [n for n in names if n.startswith(flt.name_prefix)]
-    requests: list[tuple[str, str, str]] = []
-    for code, values in groups.items():
-        for value in values:
-            for name in names if flt.name_prefix and code != "n" else [None]:
-                combo = {**exact, code: value}
-                if name is not None:
-                    combo["n"] = name
-                if code == "n" and flt.name_prefix and not value.startswith(flt.name_prefix):
-                    continue
-                requests.append((code, value, combo_key(combo)))
-    counts = await client.hmget(keys.dl_counts, [r[2] for r in requests]) if requests else []
-    result: dict[str, dict[str, int]] = {code: {} for code, _ in INDEXED}
-    for (code, value, _), count in zip(requests, counts):
-        if count:
-            result[code][value] = result[code].get(value, 0) + int(count)
-    return result
+    groups: dict[str, Counter[str]] = {code: Counter() for code, _ in INDEXED}
+    for values, count in found.items():
+        if count > 0 and _selects(flt, exact, values):
+            for (code, _), value in zip(INDEXED, values):
+                groups[code][value] += count
+    return {code: dict(counter) for code, counter in groups.items()}
 
 
 async def index_ends(client: Redis, index_keys: list[str]) -> tuple[int | None, int | None]:

@@ -3,8 +3,10 @@
 --   dl .. 'i:<f>:<value>'     ZSET  the ids whose field f has that value, in arrival order:
 --                                   score = dead-lettered at (ms) * 1000 + the sequence mod 1000
 --   dl .. 'seq'               STRING the sequence, which orders one millisecond's arrivals
---   dl .. 'v:<f>'             ZSET  the distinct values of field f (score 0, lexical order)
---   dl .. 'c'                 HASH  exact counts of every combination of field values
+--   dl .. 'v:<f>'             ZSET  the distinct job names (f = n) and statuses (f = s) held,
+--                                   score 0: lexical order
+--   dl .. 'c'                 HASH  how many dead letters have each combination of the five
+--                                   values; any subset's count is a sum of these
 --   dl .. 'o'                 HASH  original job id -> dead letter id
 -- Fields f: q source queue, n job name, e error type, r reason, s status. Every dead letter has
 -- exactly one status, so the status indexes ('i:s:<status>') partition the store: together
@@ -22,23 +24,12 @@ local function store_values(key)
   return values, tonumber(f[6]) or 0, f[7] or ''
 end
 
--- store_combos(values): the count key of every non-empty combination of the five values, as
--- {key, single field index or 0}. A key is 'f<byte length>:<value>' per field, in field order.
-local function store_combos(values)
+-- store_combination(values): the field of the count hash for this combination of the five
+-- values: 'f<byte length>:<value>' per field, in field order.
+local function store_combination(values)
   local parts = {}
   for i = 1, 5 do parts[i] = STORE_CODES[i] .. #values[i] .. ':' .. values[i] end
-  local combos = {}
-  for mask = 1, 31 do
-    local key, single, bits = '', 0, 0
-    for i = 1, 5 do
-      if mask % (2 ^ i) >= 2 ^ (i - 1) then
-        key = key .. parts[i]
-        single, bits = i, bits + 1
-      end
-    end
-    combos[#combos + 1] = {key, bits == 1 and single or 0}
-  end
-  return combos
+  return table.concat(parts)
 end
 
 -- store_add(dl, id, values, at, origin): index dead letter `id` (its hash written already),
@@ -48,11 +39,9 @@ local function store_add(dl, id, values, at, origin)
   for i = 1, 5 do
     redis.call('ZADD', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], score, id)
   end
-  for _, combo in ipairs(store_combos(values)) do
-    if redis.call('HINCRBY', dl .. 'c', combo[1], 1) == 1 and combo[2] > 0 then
-      redis.call('ZADD', dl .. 'v:' .. STORE_CODES[combo[2]], 0, values[combo[2]])
-    end
-  end
+  redis.call('HINCRBY', dl .. 'c', store_combination(values), 1)
+  redis.call('ZADD', dl .. 'v:n', 'NX', 0, values[2])
+  redis.call('ZADD', dl .. 'v:s', 'NX', 0, values[5])
   if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
 end
 
@@ -64,12 +53,13 @@ local function store_remove(dl, id, key)
   for i = 1, 4 do
     redis.call('ZREM', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], id)
   end
-  for _, combo in ipairs(store_combos(values)) do
-    if redis.call('HINCRBY', dl .. 'c', combo[1], -1) <= 0 then
-      redis.call('HDEL', dl .. 'c', combo[1])
-      if combo[2] > 0 then
-        redis.call('ZREM', dl .. 'v:' .. STORE_CODES[combo[2]], values[combo[2]])
-      end
+  local combination = store_combination(values)
+  if redis.call('HINCRBY', dl .. 'c', combination, -1) <= 0 then
+    redis.call('HDEL', dl .. 'c', combination)
+  end
+  for _, i in ipairs({2, 5}) do
+    if redis.call('EXISTS', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i]) == 0 then
+      redis.call('ZREM', dl .. 'v:' .. STORE_CODES[i], values[i])
     end
   end
   if origin ~= '' and redis.call('HGET', dl .. 'o', origin) == id then
