@@ -134,8 +134,9 @@ def judge(
         + f"; jobs that stalled {stalls}; runs {runs_total}; outcome other than designed "
         f"{misfiled}"
     )  # fmt: skip
-    if runs.deaths:
-        findings.notes.append(f"workers whose run() raised: {len(runs.deaths)}: {runs.deaths[:3]}")
+    # A worker must ride out every fault but the ones that kill it: one whose run() raised
+    # has stopped processing for good.
+    findings.broken.setdefault("worker died by itself", []).extend(runs.deaths)
     if runs.errors:
         findings.notes.append(f"worker error events: {dict(runs.errors.most_common(4))}")
     return findings

@@ -71,11 +71,12 @@ def job_mix(
 
 async def produce(
     queue: Queue, specs: list[JobSpec], *, chunk: int = 100, pause: float = 0.0,
-    timeout: float = 90.0,
+    timeout: float = 90.0, acked: list[tuple[float, int]] | None = None,
 ) -> int:  # fmt: skip
     """Add ``specs`` in chunks, ``pause`` seconds apart, retrying each chunk until Redis takes
     it; returns how many calls failed first. Jobs carry their ids, so a retried chunk whose
-    first call went through adds nothing twice."""
+    first call went through adds nothing twice. ``acked`` receives ``(time, jobs)`` as Redis
+    acknowledges each chunk."""
     failures = 0
     deadline = time.monotonic() + timeout
     for start in range(0, len(specs), chunk):
@@ -83,6 +84,8 @@ async def produce(
         while True:
             try:
                 await queue.add_bulk(batch)
+                if acked is not None:
+                    acked.append((time.time(), len(batch)))
                 break
             except (LazarusError, RedisError, OSError):
                 failures += 1

@@ -102,3 +102,10 @@ def test_the_worker_reports_two_completions_of_one_job_as_a_duplicate() -> None:
     log.events["a"] = Counter({"C": 2})
     found = judge(Findings("x", 2), SPECS, snap(completed=["a"], dead=["b"]), log, None)
     assert found.duplicated == ["a"]
+
+
+def test_a_worker_that_died_by_itself_breaks_the_scenario() -> None:
+    log = runs(a=1, b=2)
+    log.deaths.append("123: OutOfMemoryError command not allowed")
+    found = judge(Findings("x", 2), SPECS, snap(completed=["a"], dead=["b"]), log, None)
+    assert found.violations() == {"worker died by itself": log.deaths}
