@@ -24,7 +24,9 @@ async def test_redis_sigkill_and_restart(scenario: Scenario, fsync: str) -> None
     server = scenario.redis(appendfsync=fsync)
     queue = scenario.queue(server, "crash")
     specs = job_mix(3000, seed=4, ms=(20, 80))
-    pool = scenario.workers(server, "crash", concurrency=8, lock_duration=5000)
+    pool = scenario.workers(
+        server, "crash", concurrency=8, lock_duration=5000, stalled_interval=1000
+    )
     for _ in range(3):
         pool.spawn()
     acked: list[tuple[float, int]] = []
@@ -77,7 +79,9 @@ async def test_client_kill_storm(scenario: Scenario) -> None:
     server = scenario.redis()
     queue = scenario.queue(server, "dropped")
     specs = job_mix(3000, seed=5, ms=(10, 60))
-    pool = scenario.workers(server, "dropped", concurrency=8, lock_duration=5000)
+    pool = scenario.workers(
+        server, "dropped", concurrency=8, lock_duration=5000, stalled_interval=1000
+    )
     for _ in range(3):
         pool.spawn()
     producer = asyncio.create_task(produce(queue, specs, chunk=50, pause=0.1))
@@ -109,15 +113,15 @@ async def test_client_kill_storm(scenario: Scenario) -> None:
 
 @pytest.mark.timeout(240)
 async def test_memory_pressure_then_relief(scenario: Scenario) -> None:
-    # Given three worker processes with 1 s leases, 3,000 jobs of which one in 20 runs for
-    # 1.5 s (so its lease must be renewed), added over about 6 s
+    # Given three worker processes with 2 s leases, 3,000 jobs of which one in 40 runs for
+    # 3 s (so its lease must be renewed), added over about 6 s
     server = scenario.redis()
     queue = scenario.queue(server, "pressed")
     specs = job_mix(3000, seed=6, ms=(10, 40))
-    for spec in specs[::20]:
-        spec.data["ms"] = 1500
+    for spec in specs[::40]:
+        spec.data["ms"] = 3000
     pool = scenario.workers(
-        server, "pressed", concurrency=8, lock_duration=1000, stalled_interval=500
+        server, "pressed", concurrency=8, lock_duration=2000, stalled_interval=1000
     )
     for _ in range(3):
         pool.spawn()

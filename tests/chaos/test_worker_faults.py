@@ -56,17 +56,17 @@ async def test_worker_sigkill_storm(scenario: Scenario) -> None:
 
 @pytest.mark.timeout(240)
 async def test_sigstopped_workers(scenario: Scenario) -> None:
-    # Given 2,500 jobs and three worker processes with 1.5 s leases
+    # Given 2,500 jobs and three worker processes with 2 s leases
     server = scenario.redis()
     queue = scenario.queue(server, "stopped")
-    specs = job_mix(2500, seed=2, ms=(40, 140))
+    specs = job_mix(2500, seed=2, ms=(50, 170))
     await produce(queue, specs, chunk=500)
     pool = scenario.workers(
-        server, "stopped", concurrency=6, lock_duration=1500, stalled_interval=500
+        server, "stopped", concurrency=6, lock_duration=2000, stalled_interval=500
     )
     pids = [pool.spawn() for _ in range(3)]
 
-    # When each worker in turn is SIGSTOPped for 3 s (twice its lease), then SIGCONTinued
+    # When each worker in turn is SIGSTOPped for 4 s (twice its lease), then SIGCONTinued
     stops: list[tuple[int, float, float]] = []
     for cycle in range(3):
         await asyncio.sleep(1.0)  # the fault's own pace
@@ -74,7 +74,7 @@ async def test_sigstopped_workers(scenario: Scenario) -> None:
             break
         victim, since = pids[cycle], time.time()
         pool.signal(victim, signal.SIGSTOP)
-        await asyncio.sleep(3.0)
+        await asyncio.sleep(4.0)
         pool.signal(victim, signal.SIGCONT)
         stops.append((victim, since, time.time()))
 
@@ -85,7 +85,7 @@ async def test_sigstopped_workers(scenario: Scenario) -> None:
     runs = pool.runs()
 
     def healthy(job_id: str) -> bool:
-        # Held by a stopped worker: started by it just before (jobs last at most 140 ms),
+        # Held by a stopped worker: started by it just before (jobs last at most 170 ms),
         # during, or just after one of its stops (a claim Redis ran while it was stopped).
         return not any(
             pid == victim and since - 0.5 <= started <= until + 2
@@ -94,7 +94,7 @@ async def test_sigstopped_workers(scenario: Scenario) -> None:
         )
 
     findings = Findings(
-        "SIGSTOPped workers", len(specs), f"{len(stops)} SIGSTOPs of 3 s, leases of 1.5 s"
+        "SIGSTOPped workers", len(specs), f"{len(stops)} SIGSTOPs of 4 s, leases of 2 s"
     )
     await scenario.audit(findings, server, "stopped", specs, healthy=healthy)
     touched = sum(not healthy(s.id) for s in specs)

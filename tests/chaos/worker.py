@@ -141,6 +141,17 @@ def _reap(*_: object) -> None:
             return
 
 
+def _die_with_parent() -> None:
+    """Have Linux SIGKILL this child when the fork server goes, which it does when the
+    scenario's process goes (its stdin closes): no worker outlives an interrupted run."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: stop() still ends every worker
+        pass
+
+
 def serve() -> dict[str, Any] | None:
     """Fork a worker per configuration line; in a child, return its configuration."""
     signal.signal(signal.SIGCHLD, _reap)
@@ -153,6 +164,7 @@ def serve() -> dict[str, Any] | None:
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _die_with_parent()
             err = os.open(
                 os.path.join(config["log_dir"], f"worker-{os.getpid()}.err"),
                 os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644,
