@@ -97,7 +97,8 @@ def judge(
     ``healthy(job_id)`` tells which jobs no fault touched on purpose (their stalls are
     spurious); ``None`` where every job may have been hit.
     """
-    findings.spurious_stalls = None if healthy is None else []
+    spurious: list[str] = []
+    findings.spurious_stalls = None if healthy is None else spurious
     outcomes: Counter[str] = Counter()
     misfiled = 0
     for spec in specs:
@@ -120,9 +121,8 @@ def judge(
             findings.stuck.append(job_id)
         if states & {"wait", "delayed", "prioritized"}:
             findings.undrained.append(job_id)
-        if findings.spurious_stalls is not None and healthy is not None and healthy(job_id) \
-                and _stalled(job_id, snap):  # fmt: skip
-            findings.spurious_stalls.append(job_id)
+        if healthy is not None and healthy(job_id) and _stalled(job_id, snap):
+            spurious.append(job_id)
         findings.exec_dups += max(0, runs.count(job_id) - spec.designed_runs)
         outcome = "dead_lettered" if letters else next(iter(states), "gone")
         outcomes[outcome] += 1

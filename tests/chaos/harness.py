@@ -26,17 +26,19 @@ FINDINGS = pytest.StashKey[list[Findings]]()
 
 
 async def wait_for(condition: Callable[[], Awaitable[bool]], timeout: float) -> bool:
-    """Poll ``condition`` until it holds (True) or ``timeout`` seconds pass (False). Errors
-    count as "not yet": the condition may read a Redis that is being restarted."""
+    """Poll ``condition`` until it holds (True) or ``timeout`` seconds pass (False); with
+    ``timeout=0``, look once. Errors count as "not yet": the condition may read a Redis that
+    is being restarted."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         try:
             if await condition():
                 return True
         except Exception:  # a read during a fault: try again
             pass
+        if time.monotonic() >= deadline:
+            return False
         await asyncio.sleep(0.05)
-    return False
 
 
 class Scenario:

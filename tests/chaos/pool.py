@@ -35,12 +35,11 @@ class WorkerPool:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.config = {"log_dir": str(log_dir), **config}
         self.live: list[int] = []
-        self.spawned = 0
         self.killed = 0
+        self._err = (log_dir / "fork-server.err").open("ab")
         self._server = subprocess.Popen(
             [sys.executable, str(WORKER_SCRIPT), "serve"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=(log_dir / "fork-server.err").open("ab"), text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True,
         )  # fmt: skip
 
     def spawn(self, **overrides: Any) -> int:
@@ -48,9 +47,11 @@ class WorkerPool:
         assert self._server.stdin is not None and self._server.stdout is not None
         self._server.stdin.write(json.dumps({**self.config, **overrides}) + "\n")
         self._server.stdin.flush()
-        pid = int(self._server.stdout.readline())
+        answer = self._server.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the fork server died: see {self.log_dir}/fork-server.err")
+        pid = int(answer)
         self.live.append(pid)
-        self.spawned += 1
         return pid
 
     def signal(self, pid: int, sig: signal.Signals) -> None:
@@ -67,7 +68,7 @@ class WorkerPool:
         """SIGTERM every worker, SIGKILL those still running after ``grace`` seconds; returns
         how many had to be killed. Then the fork server goes."""
         for pid in self.live:
-            self.signal(pid, signal.SIGCONT)  # a stopped process would not see SIGTERM
+            self.signal(pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only then
             self.signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while any(alive(p) for p in self.live) and time.monotonic() < deadline:
@@ -84,6 +85,7 @@ class WorkerPool:
             except subprocess.TimeoutExpired:
                 self._server.kill()
                 self._server.wait()
+        self._err.close()
         return len(stubborn)
 
     def runs(self) -> RunLog:
