@@ -40,13 +40,14 @@ class Snapshot:
 
 
 async def all_dead_letters(dlq: Queue) -> list[Job]:
-    """Every dead letter in ``dlq``, page by page."""
+    """Every dead letter in ``dlq``, page by page until an empty page (a store may return
+    fewer than ``limit`` per page)."""
     letters: list[Job] = []
     for _ in range(10_000):
         page = await dlq.find_dead_letters(limit=PAGE, offset=len(letters))
-        letters += page
-        if len(page) < PAGE:
+        if not page:
             return letters
+        letters += page
     raise AssertionError("more dead letters than the audit can page through")
 
 
