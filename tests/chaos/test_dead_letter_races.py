@@ -1,0 +1,157 @@
+"""Races on dead letters: many clients replaying one dead letter at once, filtered bulk
+replay against filtered purge over the same dead letters, and replay while Redis refuses
+writes for want of memory."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from lazarus import DeadLetterFilter, JobNotFoundError, Queue
+
+from .audit import all_dead_letters
+from .dead_letters import DLQ, Where, judge_letters, make_dead_letters
+from .harness import Scenario
+from .report import Findings
+
+pytestmark = pytest.mark.chaos
+
+CLIENTS = 20
+
+
+async def replay_at(gate: asyncio.Event, client: Queue, letter_id: str) -> Any:
+    """Replay ``letter_id`` once ``gate`` opens: the new job's id, ``None`` when another
+    client was first (the one right answer for the others), or the unexpected error."""
+    await gate.wait()
+    try:
+        return await client.replay_dead_letter(letter_id)
+    except JobNotFoundError:
+        return None
+    except Exception as exc:
+        return exc
+
+
+@pytest.mark.timeout(180)
+async def test_twenty_clients_replay_one_dead_letter(scenario: Scenario) -> None:
+    # Given 100 dead letters and 20 clients, each with a connection of its own
+    server = scenario.redis()
+    await make_dead_letters(server, [(i, "race", "ValueError") for i in range(100)])
+    clients = [scenario.queue(server, DLQ) for _ in range(CLIENTS)]
+    await asyncio.gather(*(c.get_dead_letter_count() for c in clients))  # connect them all
+    letters = await all_dead_letters(clients[0])
+
+    # When all 20 replay the same dead letter at the same moment, for each dead letter
+    replayed: Counter[int] = Counter()
+    unexpected: list[str] = []
+    for letter in letters:
+        go = asyncio.Event()
+        calls = [asyncio.create_task(replay_at(go, c, letter.id)) for c in clients]
+        await asyncio.sleep(0)  # every call waits at the gate
+        go.set()
+        results = await asyncio.gather(*calls)
+        replayed[letter.original_data["i"]] += sum(isinstance(r, str) for r in results)
+        unexpected += [repr(r) for r in results if isinstance(r, Exception)]
+
+    # Then exactly one replay of each succeeded and made exactly one job
+    findings = Findings("20 clients replay one dead letter", len(letters),
+                        f"{CLIENTS} concurrent replays x {len(letters)} dead letters")  # fmt: skip
+    findings.spurious_stalls = None
+    judge_letters(findings, await Where.look(server), dict.fromkeys(range(100), "replay"),
+                  replayed)  # fmt: skip
+    findings.broken["replay raised other than JobNotFoundError"] = unexpected
+    findings.notes.append(f"successful replays: {sum(replayed.values())}")
+    await scenario.finish(findings)
+
+
+REPLAY_FILTER = DeadLetterFilter(error_type="ValueError")
+PURGE_FILTER = DeadLetterFilter(name_prefix="race-")
+
+
+def fate(name: str, error: str) -> str:
+    """What the two filters make of a dead letter."""
+    replay, purge = error == "ValueError", name.startswith("race-")
+    return {(True, True): "either", (True, False): "replay", (False, True): "purge"}.get(
+        (replay, purge), "keep"
+    )
+
+
+@pytest.mark.timeout(180)
+async def test_filtered_bulk_replay_races_filtered_purge(scenario: Scenario) -> None:
+    # Given 3,000 dead letters of three names and two error types, and 500 more on the way
+    # (TimeoutErrors, which no replay takes back to the queue their worker consumes)
+    server = scenario.redis()
+    rng = random.Random(7)
+    made = [(i, rng.choice(["race-a", "race-b", "other"]),
+             rng.choice(["ValueError", "TimeoutError"]) if i < 3000 else "TimeoutError")
+            for i in range(3500)]  # fmt: skip
+    await make_dead_letters(server, made[:3000])
+    replayers = [scenario.queue(server, DLQ) for _ in range(2)]
+    purgers = [scenario.queue(server, DLQ) for _ in range(2)]
+
+    # When two clients replay every ValueError and two others purge every "race-*" dead
+    # letter, in batches of 50, all at once, while the 500 others are dead-lettered
+    results = await asyncio.gather(
+        *(q.replay_all_dead_letters(REPLAY_FILTER, batch_size=50) for q in replayers),
+        *(q.purge_dead_letters(PURGE_FILTER, batch_size=50) for q in purgers),
+        make_dead_letters(server, made[3000:], source_name="late"),
+    )
+    replay_total, purge_total = sum(results[:2]), sum(results[2:4])
+
+    # Then every match was replayed or purged exactly once, none skipped, none twice, and
+    # nothing else touched
+    where = await Where.look(server)
+    tags = {i: fate(name, error) + ("?" if i >= 3000 else "") for i, name, error in made}
+    findings = Findings("filtered bulk replay vs filtered purge", len(made),
+                        "2 bulk replays and 2 bulk purges at once, batches of 50, "
+                        "500 dead letters arriving")  # fmt: skip
+    findings.spurious_stalls = None
+    judge_letters(findings, where, tags, Counter({i: where.jobs[i] for i in tags}))
+    purged = sum(1 for i in tags if not where.letters[i] and not where.jobs[i])
+    jobs = sum(where.jobs.values())
+    if replay_total != jobs or purge_total != purged:
+        findings.broken["counts returned other than what happened"] = [
+            f"replayed {replay_total} (jobs made {jobs}), purged {purge_total} (gone {purged})"
+        ]
+    findings.notes.append(f"replayed {replay_total}, purged {purge_total}, left "
+                          f"{sum(where.letters.values())}")  # fmt: skip
+    await scenario.finish(findings)
+
+
+@pytest.mark.timeout(180)
+async def test_replay_under_memory_pressure(scenario: Scenario) -> None:
+    # Given 40 dead letters
+    server = scenario.redis()
+    await make_dead_letters(server, [(i, "pressed", "ValueError") for i in range(40)])
+    dlq = scenario.queue(server, DLQ)
+    letters = await all_dead_letters(dlq)
+
+    # When each is replayed once while maxmemory is at half the used memory (noeviction)
+    control = scenario.raw(server)
+    used = int((await control.info("memory"))["used_memory"])
+    await control.config_set("maxmemory", used // 2)
+    replayed: Counter[int] = Counter()
+    raised: Counter[str] = Counter()
+    try:
+        for letter in letters:
+            try:
+                await dlq.replay_dead_letter(letter.id)
+                replayed[letter.original_data["i"]] += 1
+            except Exception as exc:
+                raised[type(exc).__name__] += 1
+    finally:
+        await control.config_set("maxmemory", 0)
+
+    # Then a replay that raised did not happen, and one that returned did, exactly once:
+    # a dead letter refused stays, whole, to be replayed later
+    findings = Findings("replay under memory pressure", len(letters),
+                        "maxmemory at half the used memory (noeviction)")  # fmt: skip
+    findings.spurious_stalls = None
+    tags = {letter.original_data["i"]: "replay?" for letter in letters}
+    judge_letters(findings, await Where.look(server), tags, replayed)
+    findings.notes.append(f"replays that returned: {sum(replayed.values())}; that raised: "
+                          f"{dict(raised)}")  # fmt: skip
+    await scenario.finish(findings)

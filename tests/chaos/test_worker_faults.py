@@ -1,0 +1,152 @@
+"""Faults in the worker processes: SIGKILLed, SIGSTOPped, and processors that never return."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+import signal
+import time
+
+import pytest
+
+from lazarus import Queue
+
+from .audit import all_dead_letters
+from .harness import Scenario
+from .jobs import HUNG, JobSpec, job_mix, produce
+from .report import Findings
+
+pytestmark = pytest.mark.chaos
+
+
+@pytest.mark.timeout(240)
+async def test_worker_sigkill_storm(scenario: Scenario) -> None:
+    # Given 3,000 jobs of 40-160 ms and four worker processes with 2 s leases
+    server = scenario.redis()
+    queue = scenario.queue(server, "storm")
+    specs = job_mix(3000, seed=1, ms=(40, 160))
+    await produce(queue, specs, chunk=500)
+    pool = scenario.workers(
+        server, "storm", concurrency=8, lock_duration=2000, stalled_interval=1000
+    )
+    for _ in range(4):
+        pool.spawn()
+
+    # When a worker is SIGKILLed and replaced every 250 ms for up to 12 s
+    rng = random.Random(1)
+    deadline = time.monotonic() + 12
+    while time.monotonic() < deadline and pool.killed < 60:
+        await asyncio.sleep(0.25)  # the storm's own pace
+        pool.kill(rng.choice(pool.live))
+        pool.spawn()
+        if pool.killed % 8 == 0 and await scenario.settle(queue, timeout=0):
+            break
+
+    # Then, once the workers left standing have recovered every stalled job,
+    # no job is lost, duplicated, stuck or half-moved
+    drained = await scenario.settle(queue, timeout=45)
+    findings = Findings(
+        "worker SIGKILL storm", len(specs), f"{pool.killed} SIGKILLs of 4 workers, 1 per 250 ms"
+    )
+    await scenario.audit(findings, server, "storm", specs, healthy=None)
+    findings.notes.append(f"drained within 45 s of the storm: {drained}")
+    await scenario.finish(findings)
+
+
+@pytest.mark.timeout(240)
+async def test_sigstopped_workers(scenario: Scenario) -> None:
+    # Given 2,500 jobs and three worker processes with 2 s leases
+    server = scenario.redis()
+    queue = scenario.queue(server, "stopped")
+    specs = job_mix(2500, seed=2, ms=(50, 170))
+    await produce(queue, specs, chunk=500)
+    pool = scenario.workers(
+        server, "stopped", concurrency=6, lock_duration=2000, stalled_interval=500
+    )
+    pids = [pool.spawn() for _ in range(3)]
+
+    # When each worker in turn is SIGSTOPped for 4 s (twice its lease), then SIGCONTinued
+    stops: list[tuple[int, float, float]] = []
+    for cycle in range(3):
+        await asyncio.sleep(1.0)  # the fault's own pace
+        if await scenario.settle(queue, timeout=0):
+            break
+        victim, since = pids[cycle], time.time()
+        pool.signal(victim, signal.SIGSTOP)
+        await asyncio.sleep(4.0)
+        pool.signal(victim, signal.SIGCONT)
+        stops.append((victim, since, time.time()))
+
+    # Then the others recovered its jobs: nothing lost, duplicated (no second dead letter
+    # when the stopped worker wakes up and reports an outcome), stuck or half-moved; and no
+    # job the stopped workers did not hold stalled
+    drained = await scenario.settle(queue, timeout=30)
+    runs = pool.runs()
+
+    def healthy(job_id: str) -> bool:
+        # Held by a stopped worker: started by it just before (jobs last at most 170 ms),
+        # during, or just after one of its stops (a claim Redis ran while it was stopped).
+        return not any(
+            pid == victim and since - 0.5 <= started <= until + 2
+            for pid, _, started in runs.runs.get(job_id, ())
+            for victim, since, until in stops
+        )
+
+    findings = Findings(
+        "SIGSTOPped workers", len(specs), f"{len(stops)} SIGSTOPs of 4 s, leases of 2 s"
+    )
+    await scenario.audit(findings, server, "stopped", specs, healthy=healthy)
+    touched = sum(not healthy(s.id) for s in specs)
+    findings.notes.append(f"jobs held by a stopped worker: {touched}; drained: {drained}")
+    await scenario.finish(findings)
+
+
+@pytest.mark.timeout(180)
+async def test_hung_processors_time_out(scenario: Scenario) -> None:
+    # Given an async and a thread-pool worker, each with 300 quick jobs and 4 jobs whose
+    # processor never returns, added with a 1 s timeout and 2 attempts
+    findings = Findings("hung processors, job timeout", 0, "processors that never return")
+    if "timeout" not in inspect.signature(Queue.add).parameters:
+        findings.broken["Queue.add has no timeout option"] = ["timeout"]
+        findings.ran = False
+        await scenario.finish(findings)  # fails the scenario here
+    server = scenario.redis()
+    plans: dict[str, tuple[Queue, list[JobSpec]]] = {}
+    for kind in ("async", "sync"):
+        specs = job_mix(300, seed=3, ms=(10, 30), flaky=0, doomed=0, discarded=0,
+                        id_prefix=f"{kind}-")  # fmt: skip
+        for i in range(4):  # among the quick ones, which need the slots they free
+            hung = JobSpec(f"{kind}-hung-{i}", HUNG, {"i": i, "hang": True}, 2, {"timeout": 1000})
+            specs.insert(i * 60, hung)
+        queue = scenario.queue(server, f"hung-{kind}")
+        await produce(queue, specs, chunk=500)
+        pool = scenario.workers(
+            server, f"hung-{kind}", concurrency=4, lock_duration=2000, stalled_interval=1000
+        )
+        pool.spawn(sync=kind == "sync")
+        plans[kind] = (queue, specs)
+
+    # When their attempts pass the timeout
+    drained = await asyncio.gather(*(scenario.settle(q, timeout=30) for q, _ in plans.values()))
+
+    # Then each hung attempt failed as a timeout (retried, then dead-lettered), the quick
+    # jobs all completed, and no job is stuck or stalled
+    for kind, (_, specs) in plans.items():
+        findings.jobs += len(specs)
+        await scenario.audit(findings, server, f"hung-{kind}", specs, healthy=lambda _: True)
+    letters = await all_dead_letters(scenario.queue(server, "dlq"))
+    timed_out = {
+        letter.dead_letter.original_job_id
+        for letter in letters
+        if letter.dead_letter and "timeout" in letter.dead_letter.error_type.lower()
+    }
+    hung = [s.id for _, specs in plans.values() for s in specs if s.kind == HUNG]
+    findings.broken["hung job not dead-lettered as a timeout"] = [
+        i for i in hung if i not in timed_out
+    ]
+    findings.notes.append(f"drained (async, sync): {drained}")
+    # and a worker whose threads hang still exits after its shutdown_timeout on SIGTERM
+    stubborn = await scenario.stop_workers()
+    findings.broken["worker still running 10 s after SIGTERM"] = ["worker"] * stubborn
+    await scenario.finish(findings)
