@@ -58,6 +58,15 @@ def validate_job_id(value: object, field: str = "job_id") -> str:
     return value
 
 
+# Every character Redis's glob matcher treats specially, outside and inside [...] classes.
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]^-])")
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a Redis MATCH pattern that matches exactly ``text``."""
+    return _GLOB_SPECIAL.sub(r"\\\1", text)
+
+
 @dataclasses.dataclass(frozen=True)
 class QueueKeys:
     """The key names of one queue."""

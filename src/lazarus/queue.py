@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 
 from . import _codec, _scripts
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms, reports_unavailable
-from ._keys import QueueKeys, validate_job_id, validate_name
+from ._keys import QueueKeys, glob_escape, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
@@ -386,11 +386,15 @@ class Queue(DeadLetterMixin):
 
     @reports_unavailable
     async def obliterate(self) -> int:
-        """Delete the queue and every job in it; returns the number of keys deleted."""
+        """Delete the queue and every job in it; returns the number of keys deleted.
+
+        Every key of the queue, and only those, starts with ``<prefix>:{<name>}:``: names
+        cannot hold braces, so no other queue's keys share that start.
+        """
         deleted = 0
-        pattern = self.keys.base.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*")
         batch: list[str] = []
-        async for key in self._client.scan_iter(match=pattern + "*", count=1000):
+        pattern = glob_escape(self.keys.base) + "*"
+        async for key in self._client.scan_iter(match=pattern, count=1000):
             batch.append(key)
             if len(batch) >= 1000:
                 deleted += int(await self._client.unlink(*batch))
