@@ -35,7 +35,7 @@ async def _keys_under(raw: aioredis.Redis, root: str) -> set[str]:
 @settings(
     max_examples=40,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(queues=_QUEUES, victim=st.integers(min_value=0))
 @example(queues=[("", "a"), ("", "a\\")], victim=1)  # `\}` once matched queue a's `}`

@@ -52,20 +52,23 @@ def _needs_a_closer_look(value: Any) -> bool:
     """Whether ``value`` has a non-str key or nests deeper than :data:`MAX_DEPTH`: what the
     encoder would accept wrongly (it turns int keys into strings) or could not finish. A cheap
     walk without paths, run on every encode; a cycle shows up as depth."""
+    if not isinstance(value, _CONTAINERS):
+        return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            if not all(isinstance(key, str) for key in item):
-                return True
-            children: Any = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        else:
-            continue
         if depth > MAX_DEPTH:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, _CONTAINERS))
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return True
+                if isinstance(child, _CONTAINERS):
+                    stack.append((child, depth + 1))
+        else:
+            for child in item:
+                if isinstance(child, _CONTAINERS):
+                    stack.append((child, depth + 1))
     return False
 
 
