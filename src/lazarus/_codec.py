@@ -12,6 +12,9 @@ import math
 from typing import Any
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+# Deeper values are refused: every surface that shows a payload (worker, HTTP API, dashboard)
+# must be able to decode and re-encode it without running out of stack.
+MAX_DEPTH = 128
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -19,19 +22,22 @@ _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 def encode(value: Any, *, field: str = "data", max_bytes: int | None = None) -> str:
     """Encode ``value`` as compact JSON.
 
-    Raises ``TypeError`` naming the path of the first value JSON cannot represent, and
-    ``ValueError`` when the encoded size exceeds ``max_bytes``.
+    Raises ``TypeError`` or ``ValueError`` naming the path of the first value JSON cannot
+    represent (a non-JSON type, a non-str key, NaN, an integer too long to print, a string
+    with a lone surrogate, nesting deeper than :data:`MAX_DEPTH` or a value that contains
+    itself), and ``ValueError`` when the encoded size exceeds ``max_bytes``.
     """
+    if _needs_a_closer_look(value):
+        _raise_at_offending_path(value, field, 1)
     try:
         text = _encoder.encode(value)
-    except (TypeError, ValueError):
-        _raise_at_offending_path(value, field)
-        raise
-    _check_keys(value, field)
-    if max_bytes is not None:
-        size = len(text.encode())
-        if size > max_bytes:
-            raise ValueError(f"{field} is {size} bytes encoded, over the limit of {max_bytes}")
+        size = len(text.encode())  # a lone surrogate fails here, before it reaches Redis
+    except (TypeError, ValueError, RecursionError) as exc:
+        _raise_at_offending_path(value, field, 1)
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        raise kind(f"{field} cannot be encoded as JSON: {exc}") from exc
+    if max_bytes is not None and size > max_bytes:
+        raise ValueError(f"{field} is {size} bytes encoded, over the limit of {max_bytes}")
     return text
 
 
@@ -42,43 +48,77 @@ def decode(raw: str | bytes | None) -> Any:
     return json.loads(raw)
 
 
-def _raise_at_offending_path(value: Any, path: str) -> None:
-    """Walk ``value`` and raise for the first leaf JSON cannot hold."""
-    if value is None or isinstance(value, (str, bool, int)):
+def _needs_a_closer_look(value: Any) -> bool:
+    """Whether ``value`` has a non-str key or nests deeper than :data:`MAX_DEPTH`: what the
+    encoder would accept wrongly (it turns int keys into strings) or could not finish. A cheap
+    walk without paths, run on every encode; a cycle shows up as depth."""
+    if not isinstance(value, _CONTAINERS):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return True
+                if isinstance(child, _CONTAINERS):
+                    stack.append((child, depth + 1))
+        else:
+            for child in item:
+                if isinstance(child, _CONTAINERS):
+                    stack.append((child, depth + 1))
+    return False
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def _raise_at_offending_path(value: Any, path: str, depth: int) -> None:
+    """Walk ``value`` and raise for the first part JSON cannot hold, naming its path."""
+    if value is None or isinstance(value, bool):
         return
-    if isinstance(value, float):
+    if isinstance(value, str):
+        _check_text(value, path)
+    elif isinstance(value, int):
+        try:
+            int.__repr__(value)
+        except ValueError as exc:  # longer than sys.get_int_max_str_digits()
+            raise ValueError(f"{path} is an integer too long to encode: {exc}") from None
+    elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"{path} is {value!r}, which JSON cannot represent")
-        return
+    elif isinstance(value, _CONTAINERS):
+        if depth > MAX_DEPTH:
+            where = path if len(path) <= 80 else path[:80] + "..."  # starts with the field
+            raise ValueError(
+                f"{where} is nested more than {MAX_DEPTH} levels deep (or contains itself)"
+            )
+        _raise_in_container(value, path, depth)
+    else:
+        raise TypeError(f"{path} is of type {type(value).__name__}, which is not JSON-serialisable")
+
+
+def _raise_in_container(value: Any, path: str, depth: int) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError(
                     f"{path} has a key {key!r} of type {type(key).__name__}; keys must be str"
                 )
-            _raise_at_offending_path(item, f"{path}[{key!r}]")
-        return
-    if isinstance(value, (list, tuple)):
+            _check_text(key, f"{path} key {key!r}")
+            _raise_at_offending_path(item, f"{path}[{key!r}]", depth + 1)
+    else:
         for index, item in enumerate(value):
-            _raise_at_offending_path(item, f"{path}[{index}]")
-        return
-    raise TypeError(f"{path} is of type {type(value).__name__}, which is not JSON-serialisable")
+            _raise_at_offending_path(item, f"{path}[{index}]", depth + 1)
 
 
-def _check_keys(value: Any, path: str) -> None:
-    """``json`` turns int and float keys into strings; reject them so data round-trips."""
-    stack: list[tuple[Any, str]] = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    raise TypeError(
-                        f"{where} has a key {key!r} of type {type(key).__name__}; keys must be str"
-                    )
-                if isinstance(child, (dict, list, tuple)):
-                    stack.append((child, f"{where}[{key!r}]"))
-        elif isinstance(item, (list, tuple)):
-            for index, child in enumerate(item):
-                if isinstance(child, (dict, list, tuple)):
-                    stack.append((child, f"{where}[{index}]"))
+def _check_text(text: str, path: str) -> None:
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise ValueError(
+            f"{path} has a lone surrogate {bad!r} at index {exc.start}, which UTF-8 cannot encode"
+        ) from None

@@ -36,17 +36,22 @@ def connect(connection: str | Redis | None, *, max_connections: int | None = Non
         raise TypeError(
             f"connection must be a Redis URL or a redis.asyncio.Redis, not {type(url).__name__}"
         )
-    return Redis.from_url(
-        url,
-        decode_responses=True,
-        socket_connect_timeout=CONNECT_TIMEOUT,
-        socket_keepalive=True,
-        health_check_interval=30,
-        max_connections=max_connections,
-        # A pooled connection goes stale when Redis restarts: retry on a fresh one.
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.02), 3),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
-    )
+    # Keepalive is a TCP option: a unix socket connection refuses it.
+    tcp: dict[str, Any] = {} if url[:7].lower() == "unix://" else {"socket_keepalive": True}
+    try:
+        return Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            health_check_interval=30,
+            max_connections=max_connections,
+            # A pooled connection goes stale when Redis restarts: retry on a fresh one.
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.02), 3),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError],
+            **tcp,
+        )
+    except ValueError as exc:  # the URL itself is not named: it may hold a password
+        raise ValueError(f"connection is not a usable Redis URL: {exc}") from None
 
 
 def address(client: Redis) -> str:

@@ -37,34 +37,54 @@ import dataclasses
 import functools
 import re
 
-# Braces would break the hash tag; control characters and whitespace make keys unreadable.
-_FORBIDDEN = re.compile(r"[{}\s\x00-\x1f\x7f]")
+# Braces would break the hash tag; whitespace and control characters (C0, DEL and C1) make
+# keys unreadable; a lone surrogate has no UTF-8 form, so it could never reach Redis.
+_FORBIDDEN = re.compile(r"[{}\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 MAX_NAME_LENGTH = 200
+_RULE = "braces, whitespace, control characters or lone surrogates"
 
 
 def validate_name(value: object, field: str) -> str:
-    """Return ``value`` if it is a usable queue name or prefix, else raise naming ``field``."""
+    """Return ``value`` if it is a usable queue name or prefix, else raise naming ``field``.
+
+    A name is a ``str`` of 1 to :data:`MAX_NAME_LENGTH` characters without braces, whitespace
+    (Unicode's, not only ASCII's), control characters (U+0000-U+001F, U+007F-U+009F) or lone
+    surrogates (U+D800-U+DFFF).
+    """
     if not isinstance(value, str):
         raise TypeError(f"{field} must be a str, not {type(value).__name__}")
     if not value:
         raise ValueError(f"{field} must not be empty")
     if len(value) > MAX_NAME_LENGTH:
         raise ValueError(f"{field} is longer than {MAX_NAME_LENGTH} characters")
-    if _FORBIDDEN.search(value):
-        raise ValueError(f"{field} {value!r} must not contain braces, whitespace or control chars")
+    bad = _FORBIDDEN.search(value)
+    if bad:
+        raise ValueError(
+            f"{field} {value!r} has {bad.group()!r} at index {bad.start()}; "
+            f"it must not contain {_RULE}"
+        )
     return value
 
 
 def validate_job_id(value: object, field: str = "job_id") -> str:
-    """Return ``value`` if it is a usable job id, else raise naming ``field``."""
-    if not isinstance(value, str):
-        raise TypeError(f"{field} must be a str, not {type(value).__name__}")
-    if not value or len(value) > MAX_NAME_LENGTH or _FORBIDDEN.search(value):
-        raise ValueError(
-            f"{field} {value!r} must be 1 to {MAX_NAME_LENGTH} characters without "
-            "braces, whitespace or control characters"
-        )
-    return value
+    """Return ``value`` if it is a usable job id (the rules of :func:`validate_name`), else
+    raise naming ``field``."""
+    return validate_name(value, field)
+
+
+def has_lone_surrogate(value: str) -> bool:
+    """Whether ``value`` holds a lone surrogate, which UTF-8 (and so Redis) cannot carry."""
+    return _SURROGATE.search(value) is not None
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Every character Redis's glob matcher treats specially, outside and inside [...] classes.
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]^-])")
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a Redis MATCH pattern that matches exactly ``text``."""
+    return _GLOB_SPECIAL.sub(r"\\\1", text)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -165,6 +165,7 @@ class EmbeddedRedis:
         raise EmbeddedRedisError(f"redis-server did not answer within {self._startup_timeout}s")
 
     def _ping(self) -> bool:
+        """Whether this server answers: another server on a busy port does not count."""
         family = socket.AF_UNIX if self.socket_path else socket.AF_INET
         address: str | tuple[str, int] = (
             self.socket_path if self.socket_path else ("127.0.0.1", self.port or 0)
@@ -173,10 +174,19 @@ class EmbeddedRedis:
             with socket.socket(family, socket.SOCK_STREAM) as sock:
                 sock.settimeout(0.5)
                 sock.connect(address)
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                sock.sendall(b"INFO server\r\n")
+                reply = b""
+                while b"\r\nprocess_id:" not in reply or not reply.endswith(b"\r\n"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        return False
+                    reply += chunk
         except OSError:
             return False
+        found = re.search(rb"\r\nprocess_id:(\d+)\r\n", reply)
+        return (
+            found is not None and self._process is not None and int(found[1]) == self._process.pid
+        )
 
     def stop(self) -> None:
         """Stop the server and remove its directory."""

@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 
 from . import _codec, _scripts
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms, reports_unavailable
-from ._keys import QueueKeys, validate_job_id, validate_name
+from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
@@ -55,8 +55,8 @@ class Queue(DeadLetterMixin):
         self.name = validate_name(name, "queue name")
         self.prefix = validate_name(prefix, "prefix")
         self.keys = QueueKeys(prefix, name)
-        self.max_payload_bytes = max_payload_bytes
-        self.max_events = max_events
+        self.max_payload_bytes = _positive_int(max_payload_bytes, "max_payload_bytes")
+        self.max_events = _positive_int(max_events, "max_events")
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection)
         self._registered = False
@@ -78,6 +78,8 @@ class Queue(DeadLetterMixin):
         """Validate one job and build its script arguments; raises before any write."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"job name must be a non-empty str, got {name!r}")
+        if has_lone_surrogate(name):
+            raise ValueError(f"job name {name!r} has a lone surrogate, which UTF-8 cannot encode")
         unknown = set(options) - _ADD_KEYS
         if unknown:
             raise TypeError(f"unknown job options: {sorted(unknown)}")
@@ -398,11 +400,15 @@ class Queue(DeadLetterMixin):
 
     @reports_unavailable
     async def obliterate(self) -> int:
-        """Delete the queue and every job in it; returns the number of keys deleted."""
+        """Delete the queue and every job in it; returns the number of keys deleted.
+
+        Every key of the queue, and only those, starts with ``<prefix>:{<name>}:``: names
+        cannot hold braces, so no other queue's keys share that start.
+        """
         deleted = 0
-        pattern = self.keys.base.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*")
         batch: list[str] = []
-        async for key in self._client.scan_iter(match=pattern + "*", count=1000):
+        pattern = glob_escape(self.keys.base) + "*"
+        async for key in self._client.scan_iter(match=pattern, count=1000):
             batch.append(key)
             if len(batch) >= 1000:
                 deleted += int(await self._client.unlink(*batch))
@@ -452,6 +458,14 @@ class _Prepared(NamedTuple):
             id=self.args[0], name=self.args[1], original_data=self.data, opts=self.opts,
             queue_name=queue_name, timestamp=now, raw_data=self.args[2], opts_json=self.args[3],
         )  # fmt: skip
+
+
+def _positive_int(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{field} must be >= 1, got {value}")
+    return value
 
 
 def _freeze(value: Any) -> Any:

@@ -3,10 +3,18 @@ bad option values."""
 
 from __future__ import annotations
 
-from click.testing import CliRunner
+import asyncio
+import json
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
 
 from lazarus import Queue
 from lazarus.cli import main
+from lazarus.cli.main import Commands
+from lazarus.embedded import EmbeddedRedis
 
 from .conftest import Invoke, MakeWorker, dead_letter
 
@@ -77,3 +85,109 @@ def test_bad_queue_name_and_id_are_usage_errors() -> None:
     assert name.exit_code == job_id.exit_code == 2
     assert "Invalid value for 'QUEUE'" in name.output
     assert "Invalid value for 'ID'" in job_id.output
+
+
+# -- one line, never a traceback -----------------------------------------------------------
+
+
+def _one_error_line(result: Result) -> str:
+    """The single line the command printed on stderr, checked to be an error line."""
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: "), lines[0]
+    return lines[0]
+
+
+def test_worker_with_a_bad_queue_name_is_one_usage_line() -> None:
+    result = CliRunner().invoke(main, ["worker", "tests.procs:echo", "--queue", "a b"])
+
+    assert result.exit_code == 2
+    assert "Invalid value for '--queue'" in _one_error_line(result)
+
+
+def test_worker_whose_dead_letter_queue_is_its_own_queue_is_one_usage_line() -> None:
+    result = CliRunner().invoke(
+        main, ["worker", "tests.procs:echo", "--queue", "q", "--dead-letter-queue", "q"]
+    )
+
+    assert result.exit_code == 2
+    assert "'--dead-letter-queue'" in _one_error_line(result)
+
+
+def test_a_bad_prefix_is_one_usage_line_for_every_command() -> None:
+    for args in (["worker", "tests.procs:echo", "--queue", "q"], ["queues"], ["dlq", "list", "q"]):
+        result = CliRunner().invoke(main, [*args, "--prefix", "a{b"])
+        assert result.exit_code == 2, args
+        assert "Invalid value for '--prefix'" in _one_error_line(result), args
+
+
+def test_a_redis_database_that_does_not_exist_is_one_error_line(redis_url: str) -> None:
+    # Given the test's Redis, but database 99 (Redis has 16 by default)
+    url = redis_url.rsplit("/", 1)[0] + "/99"
+
+    for args in (["queues"], ["dlq", "list", "q"], ["worker", "tests.procs:echo", "--queue", "q"]):
+        result = CliRunner().invoke(main, [*args, "--redis-url", url])
+
+        assert result.exit_code == 1, args
+        assert "DB index is out of range" in _one_error_line(result), args
+
+
+def test_a_unix_socket_that_is_not_there_is_one_error_line(tmp_path: Path) -> None:
+    url = f"unix://{tmp_path}/nothing.sock"
+
+    for args in (["queues"], ["dlq", "list", "q"], ["worker", "tests.procs:echo", "--queue", "q"]):
+        result = CliRunner().invoke(main, [*args, "--redis-url", url])
+
+        assert result.exit_code == 1, args
+        assert f"cannot reach Redis at {url}" in _one_error_line(result), args
+
+
+async def test_a_unix_socket_url_reaches_redis_there(tmp_path: Path) -> None:
+    # Given a Redis that listens on a unix socket only
+    async with EmbeddedRedis(unix_socket=True) as server:
+        # When a command is pointed at it
+        result = await asyncio.to_thread(
+            CliRunner().invoke, main, ["queues", "--json", "--redis-url", server.url]
+        )
+
+    # Then it connects (a unix URL once failed on a TCP-only option)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"queues": []}
+
+
+def test_a_bad_redis_url_is_one_usage_line() -> None:
+    for args in (["queues"], ["worker", "tests.procs:echo", "--queue", "q"]):
+        result = CliRunner().invoke(main, [*args, "--redis-url", "http://example.invalid"])
+        assert result.exit_code == 2, args
+        assert "not a usable Redis URL" in _one_error_line(result), args
+
+
+def test_a_processor_module_that_fails_to_import_is_one_usage_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a module in the working directory that raises while it is imported
+    (tmp_path / "broken_processor_module.py").write_text("raise RuntimeError('at import')\n")
+    monkeypatch.chdir(tmp_path)
+
+    result = CliRunner().invoke(main, ["worker", "broken_processor_module:run", "--queue", "q"])
+
+    assert result.exit_code == 2
+    assert "RuntimeError: at import" in _one_error_line(result)
+
+
+def test_an_unexpected_error_in_any_command_is_one_line_not_a_traceback() -> None:
+    # Given a command, in lazarus's command group, that fails in a way nothing anticipated
+    @click.group(cls=Commands)
+    def group() -> None:
+        pass
+
+    @group.command()
+    def explode() -> None:
+        raise RuntimeError("something\nunforeseen")
+
+    # When it runs, then one line names the error and the exit code is 1
+    result = CliRunner().invoke(group, ["explode"])
+
+    assert result.exit_code == 1
+    assert _one_error_line(result) == "Error: RuntimeError: something unforeseen"

@@ -147,7 +147,7 @@ def run(redis_url: str, prefix: str, work: Callable[[Operators], Awaitable[T]]) 
         try:
             ops = Operators(connection=redis_url, prefix=prefix)
         except ValueError as exc:
-            raise click.UsageError(f"{exc} (check --redis-url and --prefix)") from None
+            raise click.UsageError(f"{exc}; check --redis-url and --prefix") from None
         try:
             return await work(ops)
         finally:

@@ -1,17 +1,24 @@
-"""``lazarus`` commands: ``worker`` and ``redis``."""
+"""``lazarus`` commands: ``worker`` and ``redis``.
+
+Every error ends as one line on stderr and a non-zero exit, never a traceback: commands turn
+the errors they expect into messages, and :class:`Commands` turns any other into one line.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
 import logging
+import re
 import signal
 import sys
 from typing import Any
 
 import click
+from redis.exceptions import RedisError
 
 from .._connection import DEFAULT_URL
+from .._keys import validate_name
 
 URL_OPTION = click.option(
     "--redis-url",
@@ -20,10 +27,66 @@ URL_OPTION = click.option(
     show_default=True,
     help="Redis URL (or set LAZARUS_REDIS_URL).",
 )
-PREFIX_OPTION = click.option("--prefix", default="lazarus", show_default=True, help="Key prefix.")
 
 
-@click.group()
+def check_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: ``value`` if it is a valid queue name or prefix, else a usage error."""
+    try:
+        field = (param.name or "value").replace("_", " ")
+        return None if value is None else validate_name(value, field)
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+PREFIX_OPTION = click.option(
+    "--prefix", default="lazarus", show_default=True, callback=check_name, help="Key prefix."
+)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: a message may not spread over several."""
+    return " ".join(text.split())
+
+
+class UsageProblem(click.ClickException):
+    """A usage error shown as one line, without the usage text (exit 2)."""
+
+    exit_code = 2
+
+    @classmethod
+    def of(cls, error: click.UsageError) -> click.UsageError | UsageProblem:
+        """``error`` as one line; ``lazarus dlq`` alone still shows the group's help."""
+        if type(error).__name__ == "NoArgsIsHelpError":
+            return error
+        hint = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
+        return cls(one_line(error.format_message()) + hint)
+
+
+class Commands(click.Group):
+    """The ``lazarus`` group. A usage error is one line (exit 2), without the usage text; an
+    error no command turned into a message still ends as one line (exit 1), not a traceback."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:  # `lazarus --bogus`
+            raise UsageProblem.of(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise UsageProblem.of(exc) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except RedisError as exc:  # an error reply, such as SELECT's "DB index is out of range"
+            raise click.ClickException(f"Redis answered: {one_line(str(exc))}") from None
+        except Exception as exc:
+            name, detail = type(exc).__name__, one_line(str(exc))
+            raise click.ClickException(f"{name}: {detail}" if detail else name) from None
+
+
+@click.group(cls=Commands)
 @click.version_option(package_name="lazarus-queue")
 def main() -> None:
     """lazarus: a job queue on Redis in which no failed job is ever lost."""
@@ -38,8 +101,10 @@ def load_processor(spec: str) -> Any:
         sys.path.insert(0, "")
     try:
         target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.BadParameter(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:  # ImportError, or whatever the module raised while it ran
+        raise click.BadParameter(
+            f"cannot import {module_name!r}: {type(exc).__name__}: {one_line(str(exc))}"
+        ) from None
     for part in attr.split("."):
         try:
             target = getattr(target, part)
@@ -52,9 +117,11 @@ def load_processor(spec: str) -> Any:
 
 @main.command()
 @click.argument("processor")
-@click.option("--queue", "queue_name", required=True, help="Queue to process.")
+@click.option("--queue", "queue_name", required=True, callback=check_name,
+              help="Queue to process.")  # fmt: skip
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(min=1))
-@click.option("--dead-letter-queue", default=None, help="Queue for jobs that fail for good.")
+@click.option("--dead-letter-queue", default=None, callback=check_name,
+              help="Queue for jobs that fail for good.")  # fmt: skip
 @click.option("--lock-duration", default=30_000, show_default=True, type=click.IntRange(min=1),
               help="Lease length in ms.")  # fmt: skip
 @click.option("--stalled-interval", default=30_000, show_default=True,
@@ -72,6 +139,11 @@ def worker(
     """Run a worker for QUEUE with PROCESSOR (module:function) until SIGTERM or SIGINT."""
     from ..worker import Worker
 
+    if dead_letter_queue == queue_name:
+        raise click.BadParameter(
+            "the dead letter queue must not be the worker's own queue",
+            param_hint="'--dead-letter-queue'",
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     function = load_processor(processor)
 
@@ -99,7 +171,9 @@ def worker(
     try:
         asyncio.run(serve())
     except ConnectionError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(one_line(str(exc))) from None
+    except (TypeError, ValueError) as exc:  # an option the worker refused
+        raise click.UsageError(one_line(str(exc))) from None
 
 
 @main.command()
@@ -113,7 +187,7 @@ def redis(port: int, server: str | None) -> None:
         instance = EmbeddedRedis(executable=server, port=port)
         instance.start()
     except EmbeddedRedisError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(startup_failure(str(exc))) from None
     click.echo(
         f"redis-server {'.'.join(map(str, instance.version))} at {instance.url} (Ctrl-C stops)"
     )
@@ -129,6 +203,19 @@ def redis(port: int, server: str | None) -> None:
         asyncio.run(wait())
     finally:
         instance.stop()
+
+
+# A redis-server log line: "<pid>:<role> <date> <time> <level> <message>"; level # is a warning.
+_LOG_WARNING = re.compile(r"^\d+:\w \d+ \w+ \d+ [\d:.]+ # (.*)$")
+
+
+def startup_failure(message: str) -> str:
+    """One line for an :class:`EmbeddedRedisError`: its first line and, when it carries the
+    server's log, the log's last two warnings (which say why the server stopped)."""
+    head, *log = message.splitlines()
+    warnings = [m[1].strip() for line in log if (m := _LOG_WARNING.match(line.strip()))]
+    detail = "; ".join(warnings[-2:]) or one_line(" ".join(log))
+    return one_line(f"{head.rstrip(':')}: {detail}" if detail else head)
 
 
 def _register_commands() -> None:
