@@ -148,12 +148,20 @@ async def test_all_queues_lists_the_dead_letters_of_every_dead_letter_queue(
     assert "3 matching dead letters in every dead letter queue" in table.stdout
 
 
-async def test_list_needs_a_queue_or_all_queues(invoke: Invoke) -> None:
+async def test_list_needs_a_queue_or_all_queues_and_offset_one_queue_newest_first(
+    invoke: Invoke,
+) -> None:
     neither = await invoke("dlq", "list")
     both = await invoke("dlq", "list", "jobs-dlq", "--all-queues")
-    assert neither.exit_code == both.exit_code == 2
+    offset_everywhere = await invoke("dlq", "list", "--all-queues", "--offset", "5")
+    offset_oldest = await invoke("dlq", "list", "jobs-dlq", "--offset", "5", "--order", "oldest")
+
+    for result in (neither, both, offset_everywhere, offset_oldest):
+        assert result.exit_code == 2, result.output
     assert "give either a QUEUE or --all-queues" in neither.output
     assert "give either a QUEUE or --all-queues" in both.output
+    assert "--offset needs a QUEUE" in offset_everywhere.output
+    assert "--offset pages newest first only" in offset_oldest.output
 
 
 async def test_status_filters_and_stats_count_by_status(

@@ -4,6 +4,7 @@ operation stopped with its server."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,9 +13,9 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 
-from lazarus import Queue
+from lazarus import DeadLetterFilter, Queue
 from lazarus.http import create_app
-from lazarus.http.operations import STOPPED, operation_key
+from lazarus.http.operations import STOPPED, BulkOperations, describe_filter, operation_key
 
 from ..conftest import wait_until
 from .conftest import AUTH, DLQ, TOKEN
@@ -171,3 +172,29 @@ async def test_a_rate_throttles_the_operation_and_stopping_the_server_marks_it_f
     assert stopped["finishedAt"] is not None
     assert await dlq.get_dead_letter_count() == 3
     assert app.state.bulk.running == []
+
+
+def test_the_record_describes_a_filter_with_times_in_ms() -> None:
+    since = datetime.datetime(2025, 1, 15, 10, 30, tzinfo=datetime.timezone.utc)
+    flt = DeadLetterFilter(since=since, until=1_736_940_000_000, status="pending",
+                           reason="stalled", payload_contains='"a":1')  # fmt: skip
+
+    assert describe_filter(flt) == {
+        "since": 1_736_937_000_000, "until": 1_736_940_000_000, "status": "pending",
+        "reason": "stalled", "payload_contains": '"a":1',
+    }  # fmt: skip
+    assert describe_filter(DeadLetterFilter()) == {}
+
+
+async def test_starting_an_operation_with_bad_values_raises_naming_them(app: FastAPI) -> None:
+    bulk: BulkOperations = app.state.bulk
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"rate": 0}, "rate"), ({"rate": True}, "rate"),
+        ({"batch_size": 0}, "batch_size"), ({"batch_size": "9"}, "batch_size"),
+    ]  # fmt: skip
+    for kwargs, field in bad:
+        with pytest.raises(ValueError, match=field):
+            await bulk.start("purge", DLQ, DeadLetterFilter(), **kwargs)
+    with pytest.raises(ValueError, match="action"):
+        await bulk.start("explode", DLQ, DeadLetterFilter())  # type: ignore[arg-type]
+    assert bulk.running == []

@@ -113,8 +113,10 @@ async def test_a_bad_cursor_or_a_cursor_with_a_page_is_a_422_naming_it(
     garbage = await client.get(BASE, params={"dlq": DLQ, "cursor": "not-a-cursor"})
     other_order = await client.get(BASE, params={"dlq": DLQ, "cursor": cursor, "order": "oldest"})
     both = await client.get(BASE, params={"dlq": DLQ, "cursor": cursor, "page": 2})
+    numbered_oldest = await client.get(BASE, params={"dlq": DLQ, "order": "oldest", "page": 2})
 
-    for response, field in ((garbage, "cursor"), (other_order, "cursor"), (both, "page")):
+    for response, field in ((garbage, "cursor"), (other_order, "cursor"), (both, "page"),
+                            (numbered_oldest, "page")):  # fmt: skip
         assert response.status_code == 422, response.text
         assert response.json()["error"]["field"] == field
 

@@ -84,7 +84,8 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
     """Count, preview, confirm and act; returns the report ``--json`` prints."""
     queue = await open_queue(ops, plan.queue)
     matched = await queue.count_dead_letters(plan.flt)
-    sample = [job.id for job in (await queue.search_dead_letters(plan.flt, limit=SAMPLE_SIZE)).jobs]
+    newest = await queue.search_dead_letters(plan.flt, limit=SAMPLE_SIZE)
+    sample = [job.id for job in newest.jobs]
     report: dict[str, Any] = {
         "queue": plan.queue, "action": plan.verb, "dryRun": plan.dry_run,
         "matched": matched, "sample": sample, PAST[plan.verb]: 0,

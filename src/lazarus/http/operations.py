@@ -124,9 +124,15 @@ class BulkOperations:
         """Record a new operation and start it in the background; returns its record."""
         if action not in ("replay", "purge"):
             raise ValueError(f"action must be 'replay' or 'purge', got {action!r}")
-        if rate is not None and not (isinstance(rate, (int, float)) and rate > 0):
+        if rate is not None and (
+            isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0
+        ):
             raise ValueError(f"rate must be a number > 0, got {rate!r}")
-        if isinstance(batch_size, bool) or not 1 <= batch_size <= 5000:
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or not 1 <= batch_size <= 5000
+        ):
             raise ValueError(f"batch_size must be an int from 1 to 5000, got {batch_size!r}")
         queue = self._ops.queue(queue_name)
         now = now_ms()
