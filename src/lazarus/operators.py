@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from ._connection import connect, reporting
 from ._keys import validate_name
+from .dead_letter import DeadLetterView
 from .queue import Queue, list_queues
 
 
@@ -43,6 +44,7 @@ class Operators:
         self._owns_client = not isinstance(connection, Redis)
         self.client = connect(connection)
         self._queues: dict[str, Queue] = {}
+        self._view: DeadLetterView | None = None
 
     def queue(self, name: str) -> Queue:
         """The queue called ``name`` (validated: a bad name raises ``ValueError``)."""
@@ -53,6 +55,13 @@ class Operators:
             if len(self._queues) < 1000:
                 self._queues[name] = queue
         return queue
+
+    @property
+    def view(self) -> DeadLetterView:
+        """Every dead letter queue of the prefix at once, on the shared client."""
+        if self._view is None:
+            self._view = DeadLetterView(self.client, prefix=self.prefix)
+        return self._view
 
     async def queue_names(self) -> list[str]:
         return await list_queues(self.client, prefix=self.prefix)

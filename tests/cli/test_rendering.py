@@ -1,15 +1,14 @@
 """The pure helpers: time parsing for --since/--until, human durations, ISO times, and the
-replay throttle's arithmetic."""
+bulk progress bar."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 
 import pytest
+from rich.progress import Progress
 
-from lazarus import DeadLetterFilter
-from lazarus.cli._bulk import BulkPlan, Throttle, batch_size_for
+from lazarus.cli._bulk import ProgressBar
 from lazarus.cli._options import parse_time
 from lazarus.cli._render import duration, iso, truncate
 
@@ -69,42 +68,16 @@ def test_truncate_keeps_short_single_lines_and_marks_cuts() -> None:
     assert truncate("first\nsecond") == "first…"
 
 
-def plan(batch_size: int, rate: float | None) -> BulkPlan:
-    return BulkPlan("replay", "q", DeadLetterFilter(), False, True, batch_size, rate, True)
+def test_progress_bar_follows_the_library_and_grows_past_the_count() -> None:
+    # Given a bar for 10 counted matches
+    progress = Progress()
+    bar = ProgressBar(progress, 10)
 
+    # When the library reports 5 handled, then 12 (more arrived than were counted)
+    bar(5)
+    first = progress.tasks[0].completed, progress.tasks[0].total
+    bar(12)
 
-def test_a_rate_caps_the_batch_size_so_throttling_takes_small_steps() -> None:
-    assert batch_size_for(plan(500, None)) == 500
-    assert batch_size_for(plan(500, 20)) == 20
-    assert batch_size_for(plan(5, 20)) == 5
-    assert batch_size_for(plan(500, 0.5)) == 1
-
-
-async def test_throttle_waits_until_done_over_rate_seconds_since_the_start(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Given a throttle at 10 per second, with sleeps recorded instead of slept
-    waits: list[float] = []
-
-    async def record(seconds: float) -> None:
-        waits.append(seconds)
-
-    throttle = Throttle(10)
-    monkeypatch.setattr(asyncio, "sleep", record)
-
-    # When a batch of 5 is reported done
-    await throttle(5)
-
-    # Then it waits what is left of the half second those 5 are allowed
-    assert len(waits) == 1 and 0 < waits[0] <= 0.5
-
-
-async def test_throttle_without_a_rate_never_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    waits: list[float] = []
-
-    async def record(seconds: float) -> None:
-        waits.append(seconds)
-
-    monkeypatch.setattr(asyncio, "sleep", record)
-    await Throttle(None)(1000)
-    assert waits == []
+    # Then the bar shows each report, and its total grows to what was handled
+    assert first == (5, 10)
+    assert (progress.tasks[0].completed, progress.tasks[0].total) == (12, 12)

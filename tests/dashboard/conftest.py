@@ -59,6 +59,7 @@ def listed_ids(html: str) -> list[str]:
 async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
     app = create_app(connection=redis_url, prefix=prefix)
     yield app
+    await app.state.bulk.close()
     await app.state.ops.close()
 
 
@@ -66,6 +67,7 @@ async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
 async def secured_app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
     app = create_app(connection=redis_url, prefix=prefix, token=TOKEN)
     yield app
+    await app.state.bulk.close()
     await app.state.ops.close()
 
 

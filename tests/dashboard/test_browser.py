@@ -160,10 +160,53 @@ async def test_bulk_purge_goes_through_a_confirmation_that_states_the_count(
     await expect(page.get_by_role("heading")).to_have_text("Purge 2 dead letters from jobs-dlq?")
     assert await dlq.get_dead_letter_count() == 3
 
-    # When they confirm, Then exactly the two emails are gone
+    # When they confirm, Then a progress page reloads itself until it says the purge is done
     await page.get_by_role("button", name="Purge 2 dead letters").click()
+    assert "/dashboard/operations/" in page.url
     await expect(page.locator(".flash-ok")).to_have_text("Purged 2 dead letters.")
+    await expect(page.locator('meta[http-equiv="refresh"]')).to_have_count(0)
     assert [j.id for j in await dlq.get_dead_letter_jobs()] == [charge]
+
+    # When they go back, Then the filtered list is empty
+    await page.get_by_role("link", name="Back to the list").click()
+    assert "name=send-email" in page.url
+    await expect(page.locator("a.job-link")).to_have_count(0)
+
+
+async def test_operator_pages_by_cursor_sees_every_queue_and_finds_a_job_by_its_id(
+    served: str, page: Page, queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given twelve dead letters made by a real worker
+    ids = await dead_letter(make_worker, queue, [(f"job-{i}", {"i": i}) for i in range(12)])
+    newest_first = list(reversed(ids))
+
+    # When the operator pages through ten at a time, Then Older and Newer move by cursor
+    await page.goto(f"{served}/dashboard/queues/jobs-dlq/dead-letters?limit=10")
+    await expect(page.locator("a.job-link")).to_have_count(10)
+    await page.get_by_role("link", name="Older →").click()
+    await expect(page.locator("a.job-link")).to_have_count(2)
+    assert "older=" in page.url and "page=" not in page.url
+    await expect(page.locator(".id").first).to_have_text(newest_first[10])
+    await page.get_by_role("link", name="← Newer").click()
+    await expect(page.locator("a.job-link")).to_have_count(10)
+    await expect(page.locator(".id").first).to_have_text(newest_first[0])
+
+    # When they open the view of every dead letter queue, Then the dead letters are there
+    await page.get_by_role("link", name="All dead letters").click()
+    await expect(
+        page.get_by_role("heading", name="Dead letters in every dead letter queue")
+    ).to_be_visible()
+    await expect(page.locator("a.job-link")).to_have_count(12)
+
+    # When they search for the id a job had before it died, Then its dead letter opens
+    letter = await dlq.peek_dead_letter(ids[3])
+    assert letter is not None and letter.dead_letter is not None
+    await page.get_by_label("Dead letter or original job id").fill(
+        letter.dead_letter.original_job_id
+    )
+    await page.get_by_role("button", name="Find").click()
+    await expect(page.get_by_role("heading", name="job-3")).to_be_visible()
+    assert page.url.endswith(f"/dashboard/queues/jobs-dlq/dead-letters/{ids[3]}")
 
 
 async def test_signing_in_with_the_token_opens_the_dashboard(

@@ -1,5 +1,6 @@
 """The dashboard's pages through ASGI: the overview, the dead letter browser and its filters,
-pagination, the job page, and escaping of everything a payload or an error can carry."""
+the job page, and escaping of everything a payload or an error can carry. (Paging:
+test_paging.py; the view of every dead letter queue and the search box: test_find.py.)"""
 
 from __future__ import annotations
 
@@ -84,6 +85,8 @@ async def test_each_filter_narrows_the_list(
         "reason=unrecoverable": [email],
         "source_queue=jobs": [email, refund, card],
         "source_queue=other": [],
+        "status=pending": [email, refund, card],
+        "status=resolved": [],
         "payload_contains=%22customer%22%3A42": [card],
         f"since={future:%Y-%m-%dT%H:%M}": [],
         f"until={future:%Y-%m-%dT%H:%M}&name_prefix=charge": [refund, card],
@@ -110,29 +113,11 @@ async def test_a_filter_that_does_not_parse_is_shown_as_an_error(
         "since=yesterday": "Since (UTC): not a date and time",
         "since=2025-02-01&until=2025-01-01": "Since must not be after Until",
         "reason=exploded": "Reason: must be one of",
+        "status=lost": "Status: must be one of",
     }.items():
         response = await client.get(f"/dashboard/queues/jobs-dlq/dead-letters?{params}")
         assert response.status_code == 400, params
         assert message in html.unescape(response.text), params
-
-
-async def test_pages_split_the_list_and_link_to_each_other(
-    client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
-) -> None:
-    # Given twelve dead letters
-    ids = await dead_letter(make_worker, queue, [(f"job-{i}", {"i": i}) for i in range(12)])
-    newest_first = list(reversed(ids))
-    base = "/dashboard/queues/jobs-dlq/dead-letters"
-
-    # When they are read ten at a time
-    first = (await client.get(f"{base}?limit=10")).text
-    second = (await client.get(f"{base}?limit=10&page=2")).text
-
-    # Then page one holds the ten newest, page two the rest, and each links to the other
-    assert listed_ids(first) == newest_first[:10]
-    assert listed_ids(second) == newest_first[10:]
-    assert "Page 1 of 2" in first and f'href="{base}?page=2&amp;limit=10"' in first
-    assert "Page 2 of 2" in second and f'href="{base}?page=1&amp;limit=10"' in second
 
 
 async def test_job_page_shows_payload_metadata_attempts_and_stack_trace(
@@ -148,6 +133,7 @@ async def test_job_page_shows_payload_metadata_attempts_and_stack_trace(
     assert '"order": 17' in page  # pretty JSON of the payload
     assert '"sourceQueue": "jobs"' in page  # _dlqMeta
     assert "<code>TimeoutError</code> gateway timed out" in page  # the attempt's error
+    assert "<dt>Status</dt><dd>pending</dd>" in page
     assert "Traceback (most recent call last)" in page
     assert ", in fail" in page  # the trace reaches the processor
     assert f'action="/dashboard/queues/jobs-dlq/dead-letters/{dead_id}/replay"' in page

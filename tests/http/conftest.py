@@ -54,6 +54,7 @@ async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
     """The app on this test's prefix, requiring :data:`TOKEN` on state-changing routes."""
     application = create_app(connection=redis_url, prefix=prefix, token=TOKEN)
     yield application
+    await application.state.bulk.close()
     await application.state.ops.close()
 
 

@@ -39,8 +39,10 @@ async def test_list_returns_every_dead_letter_newest_first_in_the_pagination_sha
     # When the dead letter queue is listed
     page = await listed(client)
 
-    # Then the page has seed 003's shape, newest first, each with its metadata
-    assert set(page) == {"data", "total", "page", "limit", "totalPages"}
+    # Then the page has OJS pagination and seed 003's fields, newest first, with metadata
+    assert set(page) == {"data", "pagination", "total", "page", "limit", "totalPages"}
+    assert page["pagination"] == {"total": 4, "has_more": False, "next_cursor": None,
+                                  "limit": 20}  # fmt: skip
     assert (page["total"], page["page"], page["limit"], page["totalPages"]) == (4, 1, 20, 1)
     assert labels(page) == ["d", "c", "b", "a"]
     a = page["data"][3]
@@ -52,16 +54,42 @@ async def test_list_returns_every_dead_letter_newest_first_in_the_pagination_sha
     assert a["_dlqMeta"]["errorType"] == a["errorType"] == "TimeoutError"
     assert a["_dlqMeta"]["failedReason"] == "smtp timeout"
     assert a["_dlqMeta"]["reason"] == a["reason"] == "attempts_exhausted"
+    assert a["_dlqMeta"]["status"] == a["status"] == "pending"
     assert a["_dlqMeta"]["attempts"][0]["errorType"] == "TimeoutError"
     assert (a["attemptsMade"], a["maxAttempts"], a["replayCount"]) == (1, 1, 0)
     assert a["failedAt"] == iso(a["deadLetteredAt"])
     assert a["queue"] == DLQ
 
 
-async def test_list_pages_through_the_dead_letters(
+async def test_list_pages_through_the_dead_letters_by_cursor(
     client: httpx.AsyncClient, seeded: dict[str, str]
 ) -> None:
-    # Given four dead letters; When they are read three at a time
+    # Given four dead letters; When they are read three at a time, following next_cursor
+    first = await listed(client, limit=3)
+    second = await listed(client, limit=3, cursor=first["pagination"]["next_cursor"])
+
+    # Then the pages split them in order, and only the first says it has more
+    assert labels(first) == ["d", "c", "b"] and labels(second) == ["a"]
+    assert first["pagination"]["has_more"] and first["pagination"]["next_cursor"]
+    assert not second["pagination"]["has_more"] and second["pagination"]["next_cursor"] is None
+    assert (first["page"], second["page"]) == (1, None)
+    for page in (first, second):
+        assert (page["pagination"]["total"], page["total"], page["totalPages"]) == (4, 4, 2)
+
+
+async def test_list_pages_oldest_first_by_cursor(
+    client: httpx.AsyncClient, seeded: dict[str, str]
+) -> None:
+    first = await listed(client, limit=3, order="oldest")
+    second = await listed(client, limit=3, order="oldest",
+                          cursor=first["pagination"]["next_cursor"])  # fmt: skip
+    assert labels(first) == ["a", "b", "c"] and labels(second) == ["d"]
+
+
+async def test_page_numbers_still_work_for_older_clients(
+    client: httpx.AsyncClient, seeded: dict[str, str]
+) -> None:
+    # Given four dead letters; When they are read three at a time by page number
     first = await listed(client, limit=3, page=1)
     second = await listed(client, limit=3, page=2)
     beyond = await listed(client, limit=3, page=3)
@@ -72,7 +100,51 @@ async def test_list_pages_through_the_dead_letters(
     assert labels(beyond) == []
     for page in (first, second, beyond):
         assert (page["total"], page["limit"], page["totalPages"]) == (4, 3, 2)
-    assert second["page"] == 2
+    assert second["page"] == 2 and not second["pagination"]["has_more"]
+    assert first["pagination"]["has_more"]
+
+
+async def test_a_bad_cursor_or_a_cursor_with_a_page_is_a_422_naming_it(
+    client: httpx.AsyncClient, seeded: dict[str, str]
+) -> None:
+    newest = await listed(client, limit=1)
+    cursor = newest["pagination"]["next_cursor"]
+
+    garbage = await client.get(BASE, params={"dlq": DLQ, "cursor": "not-a-cursor"})
+    other_order = await client.get(BASE, params={"dlq": DLQ, "cursor": cursor, "order": "oldest"})
+    both = await client.get(BASE, params={"dlq": DLQ, "cursor": cursor, "page": 2})
+    numbered_oldest = await client.get(BASE, params={"dlq": DLQ, "order": "oldest", "page": 2})
+
+    for response, field in ((garbage, "cursor"), (other_order, "cursor"), (both, "page"),
+                            (numbered_oldest, "page")):  # fmt: skip
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["field"] == field
+
+
+async def test_a_text_filter_pages_without_a_total_and_count_counts(
+    client: httpx.AsyncClient, seeded: dict[str, str]
+) -> None:
+    # Given four dead letters, two with "to" in their payload
+    # When they are listed by payload text, and counted
+    page = await listed(client, args='"to":"')
+    count = await client.get(f"{BASE}/count", params={"dlq": DLQ, "args": '"to":"'})
+    exact = await client.get(f"{BASE}/count", params={"dlq": DLQ, "queue": "jobs"})
+
+    # Then the page comes without a total, and /count has it
+    assert set(labels(page)) == {"a", "d"}
+    assert page["total"] is None and page["pagination"]["total"] is None
+    assert page["totalPages"] is None
+    assert count.json() == {"count": 2} and exact.json() == {"count": 3}
+
+
+async def test_status_filters_the_list(client: httpx.AsyncClient, seeded: dict[str, str]) -> None:
+    pending = await listed(client, status="pending")
+    resolved = await listed(client, status="resolved")
+    bad = await client.get(BASE, params={"dlq": DLQ, "status": "lost"})
+
+    assert set(labels(pending)) == {"a", "b", "c", "d"} and pending["total"] == 4
+    assert labels(resolved) == [] and resolved["total"] == 0
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "status"
 
 
 @pytest.mark.parametrize(
@@ -98,9 +170,10 @@ async def test_list_applies_each_filter(
     # Given four dead letters; When the list is filtered
     page = await listed(client, **params)
 
-    # Then exactly the matching ones are listed and counted
+    # Then exactly the matching ones are listed, and counted unless that needs a scan
     assert set(labels(page)) == expected
-    assert page["total"] == len(expected)
+    text_search = "args" in params or "failed_reason" in params
+    assert page["total"] == (None if text_search else len(expected))
 
 
 async def test_list_filters_by_time_given_in_ms_or_iso_8601(
@@ -218,6 +291,7 @@ async def test_stats_count_by_type_error_source_and_reason(
     assert {(g["reason"], g["count"]) for g in stats["byReason"]} == {
         ("attempts_exhausted", 3), ("discarded", 1)
     }  # fmt: skip
+    assert stats["byStatus"] == [{"status": "pending", "count": 4}]
     assert stats["oldest"] == iso(min(at.values()))
     assert stats["newest"] == iso(max(at.values()))
     assert filtered.json()["total"] == 3
@@ -227,7 +301,7 @@ async def test_stats_of_an_empty_dead_letter_queue_are_zero(client: httpx.AsyncC
     response = await client.get(f"{BASE}/stats", params={"dlq": "nothing-here"})
     assert response.json() == {
         "total": 0, "byType": [], "byErrorType": [], "bySourceQueue": [], "byReason": [],
-        "oldest": None, "newest": None,
+        "byStatus": [], "oldest": None, "newest": None,
     }  # fmt: skip
 
 

@@ -102,7 +102,23 @@ async def test_openapi_document_lists_every_route(client: httpx.AsyncClient) -> 
         assert set(paths[f"{base}/{{id}}/retry"]) == {"post"}
         assert set(paths[f"{base}/retry"]) == {"post"}
         assert set(paths[f"{base}/stats"]) == {"get"}
+        assert set(paths[f"{base}/count"]) == {"get"}
+    assert set(paths["/api/dead-letters/bulk"]) == {"post"}
     for path in ("/api/queues", "/api/queues/{name}", "/api/queues/{name}/jobs/{id}",
                  "/api/queues/{name}/pause", "/api/queues/{name}/resume", "/health",
-                 "/metrics"):  # fmt: skip
-        assert path in paths
+                 "/metrics", "/api/dead-letters", "/api/dead-letters/queues",
+                 "/api/dead-letters/original/{id}",
+                 "/api/dead-letters/bulk/{operation_id}"):  # fmt: skip
+        assert set(paths[path]) <= {"get", "post"}, path
+
+
+async def test_openapi_document_describes_cursor_pagination(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    listing = document["paths"]["/ojs/v1/dead-letter"]["get"]
+    names = {p["name"] for p in listing["parameters"]}
+    page = document["components"]["schemas"]["DeadLetterPage"]["properties"]
+    pagination = document["components"]["schemas"]["Pagination"]["properties"]
+
+    assert {"cursor", "limit", "order", "page", "status"} <= names
+    assert {"data", "pagination", "total", "page", "limit", "totalPages"} == set(page)
+    assert {"total", "has_more", "next_cursor", "limit"} == set(pagination)

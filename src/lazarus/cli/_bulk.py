@@ -1,11 +1,11 @@
 """Replay or purge many dead letters from the CLI: count, preview, confirm, act with a progress
-bar (optionally throttled), report. The work itself is ``Queue.replay_all_dead_letters`` /
-``Queue.purge_dead_letters``; this module only decides whether to call them and shows it.
+bar, report. The work itself, throttling (``rate``) included, is
+``Queue.replay_all_dead_letters`` / ``Queue.purge_dead_letters``; this module only decides
+whether to call them and shows their ``on_progress`` reports.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any, Literal
 
@@ -37,35 +37,18 @@ class BulkPlan:
     as_json: bool
 
 
-class Throttle:
-    """``on_progress`` for a bulk call: moves the progress bar and, with a ``rate``, sleeps
-    until ``done / rate`` seconds have passed since the start, so the whole run averages about
-    ``rate`` dead letters per second."""
+class ProgressBar:
+    """``on_progress`` for a bulk call: moves the progress bar to the number handled so far.
+    The library calls it after each batch; throttling (``rate``) is the library's too."""
 
-    def __init__(
-        self, rate: float | None, progress: Progress | None = None, total: int = 0
-    ) -> None:
-        self.rate, self.progress, self.total = rate, progress, total
-        self.task = None if progress is None else progress.add_task("bulk", total=total)
-        self.start = asyncio.get_running_loop().time()
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress, self.total = progress, total
+        self.task = progress.add_task("bulk", total=total)
 
-    async def __call__(self, done: int) -> None:
-        if self.progress is not None and self.task is not None:
-            # More may match than were counted: dead letters keep arriving during a run.
-            self.total = max(self.total, done)
-            self.progress.update(self.task, completed=done, total=self.total)
-        if self.rate:
-            loop = asyncio.get_running_loop()
-            wait = self.start + done / self.rate - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-
-
-def batch_size_for(plan: BulkPlan) -> int:
-    """At most ``rate`` per batch, so throttling sleeps between small steps, not huge ones."""
-    if plan.rate is None:
-        return plan.batch_size
-    return max(1, min(plan.batch_size, int(plan.rate)))
+    def __call__(self, done: int) -> None:
+        # More can be handled than were counted: the count came a moment before the walk.
+        self.total = max(self.total, done)
+        self.progress.update(self.task, completed=done, total=self.total)
 
 
 def confirm(plan: BulkPlan, matched: int) -> None:
@@ -85,23 +68,24 @@ def confirm(plan: BulkPlan, matched: int) -> None:
 async def _act(queue: Queue, plan: BulkPlan, matched: int) -> int:
     action = queue.replay_all_dead_letters if plan.verb == "replay" else queue.purge_dead_letters
     if plan.as_json:
-        return await action(
-            plan.flt, batch_size=batch_size_for(plan), on_progress=Throttle(plan.rate)
-        )
+        return await action(plan.flt, batch_size=plan.batch_size, rate=plan.rate)
     progress = Progress(
         TextColumn(f"{PAST[plan.verb]}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=_render.console(stderr=True),
     )  # fmt: skip
     with progress:
-        throttle = Throttle(plan.rate, progress, matched)
-        return await action(plan.flt, batch_size=batch_size_for(plan), on_progress=throttle)
+        return await action(
+            plan.flt, batch_size=plan.batch_size, rate=plan.rate,
+            on_progress=ProgressBar(progress, matched),
+        )  # fmt: skip
 
 
 async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
     """Count, preview, confirm and act; returns the report ``--json`` prints."""
     queue = await open_queue(ops, plan.queue)
     matched = await queue.count_dead_letters(plan.flt)
-    sample = [job.id for job in await queue.find_dead_letters(plan.flt, limit=SAMPLE_SIZE)]
+    newest = await queue.search_dead_letters(plan.flt, limit=SAMPLE_SIZE)
+    sample = [job.id for job in newest.jobs]
     report: dict[str, Any] = {
         "queue": plan.queue, "action": plan.verb, "dryRun": plan.dry_run,
         "matched": matched, "sample": sample, PAST[plan.verb]: 0,

@@ -22,7 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._keys import validate_job_id, validate_name
-from ..dead_letter import DeadLetterFilter
+from ..dead_letter import DeadLetterFilter, DeadLetterStatus
 from ..errors import LazarusError
 from ..job import DeadLetterReason
 from ..operators import Operators
@@ -95,6 +95,8 @@ _FILTER_OPTIONS: list[tuple[str, Callable[[F], F]]] = [
     ("payload_contains", click.option(
         "--contains", "payload_contains",
         help='Payload JSON text contains this, literally (compact JSON: {"a":1}).')),
+    ("status", click.option("--status", type=click.Choice([s.value for s in DeadLetterStatus]),
+                            help="Where the dead letter stands in its lifecycle.")),
 ]  # fmt: skip
 
 
@@ -116,28 +118,31 @@ def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return decorated
 
 
-def _check_queue_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+def check_queue_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: ``value`` if it is a valid queue name (or ``None``)."""
     try:
-        return validate_name(value, "queue")
+        return None if value is None else validate_name(value, "queue")
     except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
+        # An optional argument's metavar is "[QUEUE]"; the error names it as "QUEUE".
+        hint = "'QUEUE'" if isinstance(param, click.Argument) else None
+        raise click.BadParameter(str(exc), ctx, param, param_hint=hint) from None
 
 
-def _check_job_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def check_job_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     try:
         return None if value is None else validate_job_id(value, "id")
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
-QUEUE_ARGUMENT = click.argument("queue_name", metavar="QUEUE", callback=_check_queue_name)
+QUEUE_ARGUMENT = click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 
 
 def id_argument(*, required: bool = True) -> Callable[[F], F]:
     """The ``ID`` of a dead letter."""
     metavar = "ID" if required else "[ID]"
-    return click.argument("job_id", metavar=metavar, required=required, callback=_check_job_id)
+    return click.argument("job_id", metavar=metavar, required=required, callback=check_job_id)
 
 
 def run(redis_url: str, prefix: str, work: Callable[[Operators], Awaitable[T]]) -> T:

@@ -124,8 +124,10 @@ def dead_letter_row_json(job: Job) -> dict[str, Any]:
     return {
         "id": job.id,
         "name": job.name,
+        "queue": job.queue_name,
         "sourceQueue": meta.source_queue,
         "reason": meta.reason,
+        "status": meta.status,
         "errorType": meta.error_type,
         "failedReason": meta.failed_reason,
         "attemptsMade": meta.attempts_made,
@@ -139,20 +141,24 @@ def truncate(text: str, width: int = FAILED_REASON_WIDTH) -> str:
     return line if len(line) <= width and line == text else line[: width - 1] + "…"
 
 
-def dead_letters_table(jobs: list[Job]) -> Table:
+def dead_letters_table(jobs: list[Job], *, with_queue: bool = False) -> Table:
+    """One row per dead letter; ``with_queue`` adds the dead letter queue that holds it."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("id", no_wrap=True, min_width=8)
-    for title in ("name", "source queue", "reason", "error type", "failed reason"):
+    titles = ("name", "source queue", "reason", "error type", "failed reason")
+    for title in ("dead letter queue", *titles) if with_queue else titles:
         table.add_column(title)
     table.add_column("attempts", justify="right")
     table.add_column("dead-lettered at", no_wrap=True)
     for job in jobs:
         row = dead_letter_row_json(job)
-        table.add_row(
-            Text(job.id), Text(job.name), Text(row["sourceQueue"]), row["reason"],
+        cells = [
+            Text(job.name), Text(row["sourceQueue"]), row["reason"],
             Text(row["errorType"]), Text(truncate(row["failedReason"])),
-            str(row["attemptsMade"]), row["deadLetteredAt"],
-        )  # fmt: skip
+        ]  # fmt: skip
+        if with_queue:
+            cells.insert(0, Text(job.queue_name))
+        table.add_row(Text(job.id), *cells, str(row["attemptsMade"]), row["deadLetteredAt"])
     return table
 
 
@@ -188,7 +194,7 @@ def print_dead_letter(out: Console, job: Job, *, now: int) -> None:
     for label, value in (
         ("id", job.id), ("name", job.name), ("dead letter queue", job.queue_name),
         ("source queue", meta.source_queue), ("original job id", meta.original_job_id),
-        ("reason", meta.reason), ("error type", meta.error_type),
+        ("reason", meta.reason), ("status", meta.status), ("error type", meta.error_type),
         ("failed reason", meta.failed_reason), ("attempts made", str(meta.attempts_made)),
         ("replay count", str(meta.replay_count)),
         ("created at", iso(meta.original_timestamp) or ""),
@@ -219,6 +225,7 @@ def stats_json(queue: str, stats: DeadLetterStats) -> dict[str, Any]:
         "byErrorType": stats.by_error_type,
         "bySourceQueue": stats.by_source_queue,
         "byReason": stats.by_reason,
+        "byStatus": stats.by_status,
         "oldest": iso(stats.oldest),
         "newest": iso(stats.newest),
     }
@@ -230,7 +237,8 @@ def print_stats(out: Console, queue: str, stats: DeadLetterStats, *, now: int) -
         out.print(Text(f"oldest  {iso(stats.oldest)} ({age(stats.oldest, now=now)} ago)"))
         out.print(Text(f"newest  {iso(stats.newest)} ({age(stats.newest, now=now)} ago)"))
     groups = (("job name", stats.by_name), ("error type", stats.by_error_type),
-              ("source queue", stats.by_source_queue), ("reason", stats.by_reason))  # fmt: skip
+              ("source queue", stats.by_source_queue), ("reason", stats.by_reason),
+              ("status", stats.by_status))  # fmt: skip
     for title, counts in groups:
         if not counts:
             continue

@@ -1,4 +1,5 @@
-"""``lazarus dlq ...``: list, show, stats, replay, purge."""
+"""``lazarus dlq ...``: list (in :mod:`.dlq_list`), show, find-original, stats, replay,
+purge."""
 
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ from ._bulk import PAST, BulkPlan, Verb, run_bulk
 from ._options import (
     JSON_OPTION,
     QUEUE_ARGUMENT,
+    check_job_id,
+    check_queue_name,
     emit_json,
     filter_options,
     id_argument,
     open_queue,
     run,
 )
+from .dlq_list import list_dead_letters
 from .main import PREFIX_OPTION, URL_OPTION
 
 
@@ -44,50 +48,7 @@ async def _dead_letter(queue: Queue, job_id: str) -> Job:
     return job
 
 
-@dlq.command("list")
-@QUEUE_ARGUMENT
-@filter_options
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000),
-              help="Show at most this many.")  # fmt: skip
-@click.option("--offset", default=0, type=click.IntRange(min=0), help="Skip this many first.")
-@JSON_OPTION
-@URL_OPTION
-@PREFIX_OPTION
-def list_dead_letters(
-    queue_name: str, flt: DeadLetterFilter, limit: int, offset: int, as_json: bool,
-    redis_url: str, prefix: str,
-) -> None:  # fmt: skip
-    """List the dead letters in QUEUE that match the filters, newest first.
-
-    --since and --until take an ISO 8601 time (UTC unless it says otherwise) or a duration
-    before now: 30m, 2h, 7d, 1h30m.
-
-    \b
-    Examples:
-      lazarus dlq list payments-dlq
-      lazarus dlq list payments-dlq --error-type TimeoutError --since 2h
-      lazarus dlq list payments-dlq --name charge --contains '"customer":"c_42"' --json
-    """
-
-    async def work(ops: Operators) -> tuple[list[Job], int]:
-        queue = await open_queue(ops, queue_name)
-        jobs = await queue.find_dead_letters(flt, limit=limit, offset=offset)
-        return jobs, await queue.count_dead_letters(flt)
-
-    jobs, total = run(redis_url, prefix, work)
-    rows = [job for job in jobs if job.dead_letter is not None]
-    if as_json:
-        emit_json({
-            "queue": queue_name, "total": total, "offset": offset, "limit": limit,
-            "deadLetters": [_render.dead_letter_row_json(job) for job in rows],
-        })  # fmt: skip
-        return
-    out = _render.console()
-    if rows:
-        out.print(_render.dead_letters_table(rows))
-    shown = f"{offset + 1}-{offset + len(rows)}" if rows else "none"
-    out.print(f"{total} matching dead letter{'s' if total != 1 else ''} in {queue_name!r}; "
-              f"showing {shown}")  # fmt: skip
+dlq.add_command(list_dead_letters)
 
 
 @dlq.command()
@@ -115,6 +76,45 @@ def show(queue_name: str, job_id: str, as_json: bool, redis_url: str, prefix: st
         _render.print_dead_letter(_render.console(), job, now=_render.now_ms())
 
 
+@dlq.command("find-original")
+@click.argument("job_id", metavar="JOB_ID", callback=check_job_id)
+@click.option("--queue", "queue_name", callback=check_queue_name,
+              help="Look in this dead letter queue only (default: every one).")  # fmt: skip
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def find_original(
+    job_id: str, queue_name: str | None, as_json: bool, redis_url: str, prefix: str
+) -> None:
+    """Find the dead letter of the job whose id was JOB_ID in its source queue ("where did
+    job X go?") and show it as `dlq show` does.
+
+    Every dead letter queue of the prefix is searched unless --queue names one.
+
+    \b
+    Examples:
+      lazarus dlq find-original 5b1e7c...
+      lazarus dlq find-original 5b1e7c... --queue payments-dlq --json | jq .id
+    """
+
+    async def work(ops: Operators) -> Job:
+        if queue_name is None:
+            job = await ops.view.find_by_original_id(job_id)
+            where = f"any dead letter queue under prefix {ops.prefix!r}"
+        else:
+            job = await (await open_queue(ops, queue_name)).find_dead_letter_by_original_id(job_id)
+            where = repr(queue_name)
+        if job is None or job.dead_letter is None:
+            raise JobNotFoundError(f"no dead letter of job {job_id!r} in {where}")
+        return job
+
+    job = run(redis_url, prefix, work)
+    if as_json:
+        emit_json(_render.dead_letter_json(job))
+    else:
+        _render.print_dead_letter(_render.console(), job, now=_render.now_ms())
+
+
 @dlq.command()
 @QUEUE_ARGUMENT
 @filter_options
@@ -125,7 +125,7 @@ def stats(
     queue_name: str, flt: DeadLetterFilter, as_json: bool, redis_url: str, prefix: str
 ) -> None:
     """Totals of the dead letters in QUEUE that match the filters: by job name, error type,
-    source queue and reason, with the oldest and newest.
+    source queue, reason and status, with the oldest and newest.
 
     \b
     Examples:
@@ -144,10 +144,13 @@ def stats(
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
-RATE_OPTION = click.option(
-    "--rate", type=click.FloatRange(min=0, min_open=True),
-    help="With --all: replay about this many dead letters per second.",
-)  # fmt: skip
+
+
+def _rate_option(verb: Verb) -> Decorator:
+    return click.option(
+        "--rate", type=click.FloatRange(min=0, min_open=True),
+        help=f"With --all: {verb} about this many dead letters per second.",
+    )  # fmt: skip
 
 
 def _bulk_command(verb: Verb, *extra: Decorator) -> Decorator:
@@ -215,7 +218,7 @@ def _print_single(report: dict[str, Any]) -> None:
 
 
 @dlq.command()
-@_bulk_command("replay", RATE_OPTION)
+@_bulk_command("replay", _rate_option("replay"))
 def replay(
     queue_name: str, job_id: str | None, all_: bool, flt: DeadLetterFilter, dry_run: bool,
     yes: bool, rate: float | None, batch_size: int, as_json: bool, redis_url: str, prefix: str,
@@ -238,10 +241,10 @@ def replay(
 
 
 @dlq.command()
-@_bulk_command("purge")
+@_bulk_command("purge", _rate_option("purge"))
 def purge(
     queue_name: str, job_id: str | None, all_: bool, flt: DeadLetterFilter, dry_run: bool,
-    yes: bool, batch_size: int, as_json: bool, redis_url: str, prefix: str,
+    yes: bool, rate: float | None, batch_size: int, as_json: bool, redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
     """Delete one dead letter (ID) or all that match the filters (--all), for good.
 
@@ -254,7 +257,7 @@ def purge(
       lazarus dlq purge payments-dlq --all --name legacy-sync --until 30d --yes
     """
     _check_target(job_id, all_, flt)
-    _run_action("purge", queue_name, job_id, flt, dry_run, yes, batch_size, None, as_json,
+    _run_action("purge", queue_name, job_id, flt, dry_run, yes, batch_size, rate, as_json,
                 redis_url, prefix)  # fmt: skip
 
 

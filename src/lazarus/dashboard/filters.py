@@ -1,8 +1,9 @@
-"""The dead letter browser's GET form: query parameters to a :class:`DeadLetterFilter` and back.
+"""The dead letter browser's GET form: query parameters to a :class:`DeadLetterFilter` and back,
+and which page of the list is shown (:class:`Where`).
 
 Every field is kept as the text the operator typed, so that the form can be shown again as it
 was (with an error beside it when it does not parse), and so that links and hidden fields can
-carry the same filter to the next page, the job page and the bulk confirmation.
+carry the same filter and page to the next page, the job page and the bulk confirmation.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import datetime
 from collections.abc import Mapping
 from typing import get_args
 
-from ..dead_letter import DeadLetterFilter
+from ..dead_letter import DeadLetterFilter, DeadLetterStatus
 from ..job import DeadLetterReason
 
 REASONS: tuple[str, ...] = get_args(DeadLetterReason)
+STATUSES: tuple[str, ...] = tuple(s.value for s in DeadLetterStatus)
 LIMITS = (10, 25, 50, 100, 200)
 DEFAULT_LIMIT = 25
 MAX_FIELD = 500
+MAX_CURSOR = 2000
 
 LABELS = {
     "name": "Name",
@@ -30,6 +33,7 @@ LABELS = {
     "since": "Since (UTC)",
     "until": "Until (UTC)",
     "payload_contains": "Payload contains",
+    "status": "Status",
 }
 
 
@@ -57,6 +61,7 @@ class FilterForm:
     since: str = ""
     until: str = ""
     payload_contains: str = ""
+    status: str = ""
 
     @classmethod
     def from_query(cls, params: Mapping[str, str]) -> FilterForm:
@@ -75,6 +80,8 @@ class FilterForm:
         """The library's filter; raises ``ValueError`` with a message fit for the page."""
         if self.reason and self.reason not in REASONS:
             raise ValueError(f"Reason: must be one of {', '.join(REASONS)}")
+        if self.status and self.status not in STATUSES:
+            raise ValueError(f"Status: must be one of {', '.join(STATUSES)}")
         since = parse_time(self.since, "since") if self.since else None
         until = parse_time(self.until, "until") if self.until else None
         if since is not None and until is not None and since > until:
@@ -89,6 +96,7 @@ class FilterForm:
             since=since,
             until=until,
             payload_contains=self.payload_contains or None,
+            status=self.status or None,
         )
 
 
@@ -101,7 +109,31 @@ def positive_int(text: str | None, default: int) -> int:
     return value if value >= 1 else default
 
 
-def page_and_limit(params: Mapping[str, str]) -> tuple[int, int]:
-    """The requested page (from 1) and page size (one of :data:`LIMITS`)."""
-    limit = positive_int(params.get("limit"), DEFAULT_LIMIT)
-    return positive_int(params.get("page"), 1), limit if limit in LIMITS else DEFAULT_LIMIT
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Which page of the list: the one older than a cursor (``older``, from a page's "Older"
+    link), the one newer than a cursor (``newer``), or the newest (neither); and its size."""
+
+    older: str = ""
+    newer: str = ""
+    limit: int = DEFAULT_LIMIT
+
+    @classmethod
+    def from_query(cls, params: Mapping[str, str]) -> Where:
+        """The page from query parameters (or form fields); a bad value means the default."""
+        limit = positive_int(params.get("limit"), DEFAULT_LIMIT)
+        older, newer = (str(params.get(k, "")) for k in ("older", "newer"))
+        if len(older) > MAX_CURSOR or len(newer) > MAX_CURSOR or (older and newer):
+            older = newer = ""
+        return cls(older, newer, limit if limit in LIMITS else DEFAULT_LIMIT)
+
+    def items(self) -> dict[str, str | int]:
+        """The parameters that say where, for links and hidden inputs."""
+        at: dict[str, str | int] = {"older": self.older} if self.older else {}
+        if self.newer:
+            at["newer"] = self.newer
+        return {**at, "limit": self.limit}
+
+    def first(self) -> Where:
+        """The newest page, of the same size."""
+        return Where(limit=self.limit)

@@ -94,6 +94,15 @@ DlqName = Annotated[
     ),
     _name("dlq"),
 ]
+OptionalDlqName = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description=f"Look in this dead letter queue only ({_NAME_RULES}); default: every one.",
+    ),
+    AfterValidator(lambda value: None if value is None else validate_name(value, "dlq")),
+]
 
 
 def checked_name(value: str, field: str) -> str:

@@ -1,4 +1,5 @@
-"""The JSON API: queues, jobs, dead letters (OJS binding), health and metrics.
+"""The JSON API: queues, jobs, dead letters (OJS binding, and across every dead letter
+queue), background bulk operations, health and metrics.
 
 ``router`` assembles the route modules; :func:`install_error_handlers` makes every error a
 JSON body ``{"error": {"code": ..., "message": ...}}`` with a stable code:
@@ -35,7 +36,7 @@ from ..errors import (
     LockLostError,
     NotADeadLetterError,
 )
-from . import dead_letters, metrics, queues
+from . import all_dead_letters, bulk, dead_letters, metrics, queues
 from ._deps import REDIS_DOWN, ApiError
 
 log = logging.getLogger("lazarus.http")
@@ -43,6 +44,8 @@ log = logging.getLogger("lazarus.http")
 router = APIRouter()
 router.include_router(dead_letters.router, prefix="/ojs/v1/dead-letter")
 router.include_router(dead_letters.router, prefix="/ojs/v1/admin/dead-letter")
+router.include_router(all_dead_letters.router)
+router.include_router(bulk.router)
 router.include_router(queues.router)
 router.include_router(queues.health_router)
 router.include_router(metrics.router)

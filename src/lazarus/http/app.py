@@ -19,16 +19,23 @@ def create_app(
     token: str | None = None,
 ) -> FastAPI:
     """Build the app. ``token``, when set, is required (as ``Authorization: Bearer <token>``)
-    by every state-changing route, and by the dashboard's sign-in."""
+    by every state-changing route, and by the dashboard's sign-in.
+
+    The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
+    the bulk operations it runs in the background (``app.state.bulk``); both are closed when
+    the app shuts down (its lifespan), which stops running bulk operations."""
     from ..dashboard.views import router as dashboard_router
     from .api import install_error_handlers
     from .api import router as api_router
+    from .operations import BulkOperations
 
     ops = Operators(connection=connection, prefix=prefix, token=token)
+    bulk = BulkOperations(ops)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
+        await bulk.close()  # first: a stopped operation records that it stopped
         await ops.close()
 
     app = FastAPI(
@@ -38,6 +45,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.ops = ops
+    app.state.bulk = bulk
     install_error_handlers(app)
     app.include_router(api_router)
     app.include_router(dashboard_router)

@@ -7,9 +7,6 @@ mounted at ``/ojs/v1/dead-letter`` and ``/ojs/v1/admin/dead-letter``.
 
 from __future__ import annotations
 
-import asyncio
-import datetime
-import re
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Query, Response
@@ -29,9 +26,11 @@ from ._deps import (
     checked_name,
     require_token,
 )
-from .params import BulkRequest, FilterParams, RetryChanges
+from .paging import Cursor, Limit, OrderParam, PageNumber, numbered_page, page_out, search
+from .params import BulkRequest, FilterParams, RetryChanges, to_filter
 from .schemas import (
     BulkResult,
+    CountResult,
     DeadLetterOut,
     DeadLetterPage,
     DeadLetterStatsOut,
@@ -39,6 +38,7 @@ from .schemas import (
     ReasonCount,
     ReplayResult,
     SourceQueueCount,
+    StatusCount,
     TypeCount,
     dead_letter_out,
     iso,
@@ -46,49 +46,8 @@ from .schemas import (
 
 router = APIRouter(tags=["dead letters"], responses=ERRORS)
 _AUTH = [Depends(require_token)]
-_MS = re.compile(r"-?\d{1,16}")
 
 Filters = Annotated[FilterParams, Query()]
-
-
-def parse_time(value: str, field: str) -> int:
-    """``value`` (ms since the epoch, or ISO 8601; UTC when it has no offset) in ms."""
-    text = value.strip()
-    if _MS.fullmatch(text):
-        return int(text)
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        message = f"{field} must be an ISO 8601 time or ms since the epoch, got {value!r}"
-        raise ApiError(422, "invalid_parameter", message, field=field) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return int(moment.timestamp() * 1000)
-
-
-def to_filter(params: FilterParams) -> DeadLetterFilter:
-    """The library filter for the API's filter parameters; bad values raise a 422."""
-    name = name_prefix = None
-    if params.job_type is not None and params.job_type.endswith("*"):
-        name_prefix = params.job_type[:-1] or None  # "email.*" matches "email.send"
-    else:
-        name = params.job_type
-    try:
-        return DeadLetterFilter(
-            name=name,
-            name_prefix=name_prefix,
-            source_queue=None if params.queue is None else checked_name(params.queue, "queue"),
-            error_type=params.error_type,
-            failed_reason=params.failed_reason,
-            payload_contains=params.args,
-            reason=params.reason,
-            since=None if params.since is None else parse_time(params.since, "since"),
-            until=None if params.until is None else parse_time(params.until, "until"),
-        )
-    except (TypeError, ValueError) as exc:
-        raise ApiError(422, "invalid_parameter", str(exc), field="since") from None
 
 
 async def _dead_letter(queue: Queue, job_id: str) -> tuple[Job, DeadLetterMetadata]:
@@ -101,26 +60,39 @@ async def _dead_letter(queue: Queue, job_id: str) -> tuple[Job, DeadLetterMetada
     return job, job.dead_letter
 
 
-@router.get("", summary="List dead letters (paginated, newest first)")
+@router.get("", summary="List dead letters (by cursor, newest first)")
 async def list_dead_letters(
     ops: Ops,
     dlq: DlqName,
     filters: Filters,
-    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-    limit: Annotated[int, Query(ge=1, le=500)] = 20,
+    cursor: Cursor = None,
+    limit: Limit = 20,
+    order: OrderParam = "newest",
+    page: PageNumber = None,
 ) -> DeadLetterPage:
-    """The dead letters of ``dlq`` that match every given filter."""
+    """A page of the dead letters of ``dlq`` that match every given filter. Pass
+    ``pagination.next_cursor`` back as ``cursor`` for the next page."""
     flt, queue = to_filter(filters), ops.queue(dlq)
-    jobs, total = await asyncio.gather(
-        queue.find_dead_letters(flt, limit=limit, offset=(page - 1) * limit),
-        queue.count_dead_letters(flt),
-    )
-    data = [dead_letter_out(j, j.dead_letter) for j in jobs if j.dead_letter is not None]
-    pages = (total + limit - 1) // limit
-    return DeadLetterPage(data=data, total=total, page=page, limit=limit, totalPages=pages)
+    if page is not None and page > 1:
+        if cursor is not None:
+            raise ApiError(422, "invalid_parameter", "give cursor or page, not both", field="page")
+        if order != "newest":
+            message = "page numbers count newest first; page oldest first by cursor"
+            raise ApiError(422, "invalid_parameter", message, field="page")
+        return await numbered_page(queue, flt, page=page, limit=limit)
+    found = await search(queue.search_dead_letters, flt, limit=limit, cursor=cursor, order=order)
+    return page_out(found.jobs, next_cursor=found.next_cursor, total=found.total, limit=limit,
+                    page=1 if cursor is None else None)  # fmt: skip
 
 
-@router.get("/stats", summary="Dead letter totals by type, error, source queue and reason")
+@router.get("/count", summary="Count the matching dead letters")
+async def count_dead_letters(ops: Ops, dlq: DlqName, filters: Filters) -> CountResult:
+    """How many dead letters of ``dlq`` match: from the store's counters, or, for text
+    filters, by a walk over the candidates (which is why pages leave their total out)."""
+    return CountResult(count=await ops.queue(dlq).count_dead_letters(to_filter(filters)))
+
+
+@router.get("/stats", summary="Dead letter totals by type, error, source queue, reason, status")
 async def dead_letter_stats(ops: Ops, dlq: DlqName, filters: Filters) -> DeadLetterStatsOut:
     """Totals of the matching dead letters of ``dlq``, with the oldest and newest."""
     stats = await ops.queue(dlq).get_dead_letter_stats(to_filter(filters))
@@ -132,6 +104,7 @@ async def dead_letter_stats(ops: Ops, dlq: DlqName, filters: Filters) -> DeadLet
             SourceQueueCount(queue=k, count=v) for k, v in stats.by_source_queue.items()
         ],
         byReason=[ReasonCount(reason=k, count=v) for k, v in stats.by_reason.items()],
+        byStatus=[StatusCount(status=k, count=v) for k, v in stats.by_status.items()],
         oldest=iso(stats.oldest),
         newest=iso(stats.newest),
     )

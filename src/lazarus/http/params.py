@@ -1,11 +1,19 @@
-"""What requests carry: the dead-letter filter (query string or body), the body of a bulk
-operation, and the changes of a single retry."""
+"""What requests carry: the dead-letter filter (query string or body) and its conversion to a
+:class:`~lazarus.DeadLetterFilter`, the body of a bulk operation, and the changes of a single
+retry."""
 
 from __future__ import annotations
 
+import datetime
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..dead_letter import DeadLetterFilter, DeadLetterStatus
 from ..job import MAX_PRIORITY, DeadLetterReason
+from ._deps import ApiError, checked_name
+
+_MS = re.compile(r"-?\d{1,16}")
 
 
 class FilterParams(BaseModel):
@@ -37,6 +45,50 @@ class FilterParams(BaseModel):
     reason: DeadLetterReason | None = Field(
         default=None, description="Why the job was dead-lettered."
     )
+    status: DeadLetterStatus | None = Field(
+        default=None, description="Where the dead letter stands (every new one is `pending`)."
+    )
+
+
+def parse_time(value: str, field: str) -> int:
+    """``value`` (ms since the epoch, or ISO 8601; UTC when it has no offset) in ms."""
+    text = value.strip()
+    if _MS.fullmatch(text):
+        return int(text)
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        message = f"{field} must be an ISO 8601 time or ms since the epoch, got {value!r}"
+        raise ApiError(422, "invalid_parameter", message, field=field) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def to_filter(params: FilterParams) -> DeadLetterFilter:
+    """The library filter for the API's filter parameters; bad values raise a 422."""
+    name = name_prefix = None
+    if params.job_type is not None and params.job_type.endswith("*"):
+        name_prefix = params.job_type[:-1] or None  # "email.*" matches "email.send"
+    else:
+        name = params.job_type
+    try:
+        return DeadLetterFilter(
+            name=name,
+            name_prefix=name_prefix,
+            source_queue=None if params.queue is None else checked_name(params.queue, "queue"),
+            error_type=params.error_type,
+            failed_reason=params.failed_reason,
+            payload_contains=params.args,
+            reason=params.reason,
+            since=None if params.since is None else parse_time(params.since, "since"),
+            until=None if params.until is None else parse_time(params.until, "until"),
+            status=params.status,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ApiError(422, "invalid_parameter", str(exc), field="since") from None
 
 
 class BulkRequest(BaseModel):

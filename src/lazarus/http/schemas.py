@@ -59,6 +59,7 @@ class DeadLetterMeta(BaseModel):
     reason: str
     attempts: list[AttemptOut]
     replayCount: int
+    status: str
 
 
 class DeadLetterOut(BaseModel):
@@ -74,6 +75,7 @@ class DeadLetterOut(BaseModel):
     failedReason: str
     errorType: str
     reason: str
+    status: str
     attemptsMade: int
     maxAttempts: int
     replayCount: int
@@ -83,14 +85,40 @@ class DeadLetterOut(BaseModel):
     failedAt: str
 
 
+class Pagination(BaseModel):
+    """Where a page stands (OJS pagination). ``next_cursor``, passed back as ``cursor``,
+    continues the walk; it is ``null`` on the last page. ``total`` is ``null`` when counting
+    the matches would need a scan (text filters): ask ``/count`` for it."""
+
+    total: int | None
+    has_more: bool
+    next_cursor: str | None
+    limit: int
+
+
 class DeadLetterPage(BaseModel):
-    """One page of dead letters, newest first."""
+    """One page of dead letters with its ``pagination``. ``total``, ``page`` and
+    ``totalPages`` are kept for clients of page numbers; ``page`` is ``null`` on a page read
+    by cursor."""
 
     data: list[DeadLetterOut]
-    total: int
-    page: int
+    pagination: Pagination
+    total: int | None
+    page: int | None
     limit: int
-    totalPages: int
+    totalPages: int | None
+
+
+class CountResult(BaseModel):
+    """How many dead letters match."""
+
+    count: int
+
+
+class DeadLetterQueueList(BaseModel):
+    """The names of the dead letter queues of the prefix, sorted."""
+
+    queues: list[str]
 
 
 class JobOut(BaseModel):
@@ -136,6 +164,11 @@ class ReasonCount(BaseModel):
     count: int
 
 
+class StatusCount(BaseModel):
+    status: str
+    count: int
+
+
 class DeadLetterStatsOut(BaseModel):
     """Totals of the matching dead letters; ``oldest``/``newest`` are ISO 8601 (UTC)."""
 
@@ -144,6 +177,7 @@ class DeadLetterStatsOut(BaseModel):
     byErrorType: list[ErrorTypeCount]
     bySourceQueue: list[SourceQueueCount]
     byReason: list[ReasonCount]
+    byStatus: list[StatusCount]
     oldest: str | None
     newest: str | None
 
@@ -242,6 +276,7 @@ def dead_letter_out(job: Job, meta: DeadLetterMetadata) -> DeadLetterOut:
         failedReason=meta.failed_reason,
         errorType=meta.error_type,
         reason=meta.reason,
+        status=meta.status,
         attemptsMade=meta.attempts_made,
         maxAttempts=int(meta.original_opts.get("attempts", 1)),
         replayCount=meta.replay_count,

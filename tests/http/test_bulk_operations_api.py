@@ -1,0 +1,200 @@
+"""Bulk replay and purge as background operations: 202 with the operation's URL, progress
+read from Redis (by any server process), rate and dry runs passed to the library, and an
+operation stopped with its server."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from fastapi import FastAPI
+
+from lazarus import DeadLetterFilter, Queue
+from lazarus.http import create_app
+from lazarus.http.operations import STOPPED, BulkOperations, describe_filter, operation_key
+
+from ..conftest import wait_until
+from .conftest import AUTH, DLQ, TOKEN
+
+BULK = "/api/dead-letters/bulk"
+
+
+async def finished(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
+    """The operation at ``url`` once it is no longer running."""
+    record: dict[str, Any] = {}
+
+    async def ended() -> bool:
+        nonlocal record
+        record = (await client.get(url)).json()
+        return record["status"] != "running"
+
+    await wait_until(ended, message=f"{url} to finish")
+    return record
+
+
+async def remaining(dlq: Queue) -> set[str]:
+    return {j.original_data["label"] for j in await dlq.get_dead_letter_jobs()}
+
+
+async def test_a_bulk_replay_answers_202_and_runs_in_the_background(
+    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue, queue: Queue
+) -> None:
+    # Given four dead letters; When email.* from jobs are to be replayed in the background
+    response = await client.post(BULK, json={
+        "action": "replay", "dlq": DLQ, "filter": {"job_type": "email.*", "queue": "jobs"},
+    })  # fmt: skip
+
+    # Then the answer is 202 with the operation, its URL also in Location
+    assert response.status_code == 202, response.text
+    started = response.json()
+    assert response.headers["location"] == started["url"]
+    assert started["url"].endswith(f"{BULK}/{started['id']}")
+    assert (started["action"], started["dlq"], started["dryRun"]) == ("replay", DLQ, False)
+    assert started["filter"] == {"name_prefix": "email.", "source_queue": "jobs"}
+    assert started["finishedAt"] is None and started["error"] is None
+
+    # When the operation is followed to its end
+    record = await finished(client, started["url"])
+
+    # Then it replayed a and b, as it says
+    assert record["status"] == "done", record
+    assert (record["matched"], record["done"]) == (2, 2)
+    assert record["finishedAt"] >= record["startedAt"]
+    assert await remaining(dlq) == {"c", "d"}
+    assert {j.original_data["label"] for j in await queue.get_waiting()} == {"a", "b"}
+
+
+async def test_a_bulk_purge_dry_run_counts_and_changes_nothing(
+    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue
+) -> None:
+    response = await client.post(BULK, json={"action": "purge", "dlq": DLQ, "all": True,
+                                             "dry_run": True})  # fmt: skip
+
+    record = await finished(client, response.json()["url"])
+
+    assert record["status"] == "done" and record["dryRun"] is True
+    assert (record["matched"], record["done"]) == (4, 0)
+    assert await dlq.get_dead_letter_count() == 4
+
+
+async def test_a_bulk_purge_with_a_text_filter_reports_done_without_a_count(
+    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue
+) -> None:
+    response = await client.post(BULK, json={"action": "purge", "dlq": DLQ,
+                                             "filter": {"args": '"to":"'}})  # fmt: skip
+
+    record = await finished(client, response.json()["url"])
+
+    assert (record["status"], record["matched"], record["done"]) == ("done", None, 2)
+    assert await remaining(dlq) == {"b", "c"}
+
+
+async def test_a_bulk_operation_needs_a_filter_a_token_and_valid_values(
+    client: httpx.AsyncClient, anonymous: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue
+) -> None:
+    unfiltered = await client.post(BULK, json={"action": "purge", "dlq": DLQ})
+    no_token = await anonymous.post(BULK, json={"action": "purge", "dlq": DLQ, "all": True})
+    bad_name = await client.post(BULK, json={"action": "purge", "dlq": "{x}", "all": True})
+    bad_rate = await client.post(BULK, json={"action": "replay", "dlq": DLQ, "all": True,
+                                             "rate": 0})  # fmt: skip
+    bad_action = await client.post(BULK, json={"action": "explode", "dlq": DLQ, "all": True})
+
+    assert unfiltered.status_code == 422 and unfiltered.json()["error"]["code"] == "filter_required"
+    assert no_token.status_code == 401
+    assert bad_name.status_code == 422 and bad_name.json()["error"]["field"] == "dlq"
+    assert bad_rate.status_code == 422 and bad_rate.json()["error"]["field"] == "rate"
+    assert bad_action.status_code == 422
+    assert await dlq.get_dead_letter_count() == 4
+
+
+async def test_an_unknown_operation_is_a_404(client: httpx.AsyncClient) -> None:
+    for operation_id in ("0" * 32, "not-an-id", "{x}"):
+        response = await client.get(f"{BULK}/{operation_id}")
+        assert response.status_code == 404, operation_id
+        assert response.json()["error"]["code"] == "not_found"
+
+
+@pytest.fixture
+async def second_app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
+    """Another app on the same Redis and prefix: a second server process."""
+    application = create_app(connection=redis_url, prefix=prefix, token=TOKEN)
+    yield application
+    await application.state.bulk.close()
+    await application.state.ops.close()
+
+
+async def test_another_server_process_reads_the_operation_from_redis(
+    client: httpx.AsyncClient, second_app: FastAPI, seeded: dict[str, str], raw: aioredis.Redis,
+    prefix: str,
+) -> None:  # fmt: skip
+    # Given an operation started on one server, and run to its end
+    started = (await client.post(BULK, json={"action": "purge", "dlq": DLQ,
+                                             "filter": {"queue": "other"}})).json()  # fmt: skip
+    record = await finished(client, started["url"])
+
+    # When a second server is asked about it
+    transport = httpx.ASGITransport(app=second_app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://second") as second:
+        seen = await second.get(f"{BULK}/{started['id']}")
+
+    # Then it reports the same record, kept in Redis with a time to live
+    assert seen.status_code == 200
+    assert {**seen.json(), "url": ""} == {**record, "url": ""}
+    assert await raw.ttl(operation_key(prefix, started["id"])) > 0
+
+
+async def test_a_rate_throttles_the_operation_and_stopping_the_server_marks_it_failed(
+    app: FastAPI, client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue
+) -> None:
+    # Given a replay of everything at one dead letter every five seconds
+    started = (await client.post(BULK, json={"action": "replay", "dlq": DLQ, "all": True,
+                                             "rate": 0.2}, headers=AUTH)).json()  # fmt: skip
+    assert started["rate"] == 0.2
+    record: dict[str, Any] = {}
+
+    async def one_done() -> bool:
+        nonlocal record
+        record = (await client.get(started["url"])).json()
+        return bool(record["done"])
+
+    # When the first dead letter is done, Then the rest wait their turn
+    await wait_until(one_done, message="the first replay")
+    assert (record["status"], record["done"], record["matched"]) == ("running", 1, 4)
+
+    # When the server shuts down, Then the operation stops and its record says why
+    await app.state.bulk.close()
+    stopped = (await client.get(started["url"])).json()
+    assert (stopped["status"], stopped["error"], stopped["done"]) == ("failed", STOPPED, 1)
+    assert stopped["finishedAt"] is not None
+    assert await dlq.get_dead_letter_count() == 3
+    assert app.state.bulk.running == []
+
+
+def test_the_record_describes_a_filter_with_times_in_ms() -> None:
+    since = datetime.datetime(2025, 1, 15, 10, 30, tzinfo=datetime.timezone.utc)
+    flt = DeadLetterFilter(since=since, until=1_736_940_000_000, status="pending",
+                           reason="stalled", payload_contains='"a":1')  # fmt: skip
+
+    assert describe_filter(flt) == {
+        "since": 1_736_937_000_000, "until": 1_736_940_000_000, "status": "pending",
+        "reason": "stalled", "payload_contains": '"a":1',
+    }  # fmt: skip
+    assert describe_filter(DeadLetterFilter()) == {}
+
+
+async def test_starting_an_operation_with_bad_values_raises_naming_them(app: FastAPI) -> None:
+    bulk: BulkOperations = app.state.bulk
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"rate": 0}, "rate"), ({"rate": True}, "rate"),
+        ({"batch_size": 0}, "batch_size"), ({"batch_size": "9"}, "batch_size"),
+    ]  # fmt: skip
+    for kwargs, field in bad:
+        with pytest.raises(ValueError, match=field):
+            await bulk.start("purge", DLQ, DeadLetterFilter(), **kwargs)
+    with pytest.raises(ValueError, match="action"):
+        await bulk.start("explode", DLQ, DeadLetterFilter())  # type: ignore[arg-type]
+    assert bulk.running == []
