@@ -283,7 +283,7 @@ async def test_worker_that_lost_its_lock_cannot_complete_the_job(
     # The lease expires (as if the worker had blocked) and a sweep takes the job back.
     await raw.zadd(queue.keys.leases, {job.id: 0})
     swept = await _scripts.load("sweep_stalled")(
-        raw, [*queue.keys.group, queue.keys.failed], [1, 1, 100, "jobs", "", "spare"]
+        raw, [*queue.keys.group, queue.keys.failed], [1, 1, 100, "jobs", "", 10]
     )
     assert swept[0] == [job.id]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -392,9 +393,7 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
     await claim(raw, k)
     keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
 
-    first = await call(
-        raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", "x1"]
-    )
+    first = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
     assert first == [["a"], [], []]
     assert await raw.lrange(k.wait, 0, -1) == ["a"]
     assert (await events(raw, k))[-2:] == [
@@ -403,11 +402,10 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
     ]
 
     await claim(raw, k)
-    second = await call(
-        raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", "x2"]
-    )
+    second = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
     assert second == [[], [], ["a"]]
-    dl = await raw.hgetall(d.job("x2"))
+    (dl_id,) = await raw.lrange(d.wait, 0, -1)
+    dl = await raw.hgetall(d.job(dl_id))
     assert dl["dlq:reason"] == "stalled"
     assert [a["outcome"] for a in json.loads(dl["dlq:attempts"])] == ["stalled", "stalled"]
 
@@ -419,7 +417,7 @@ async def test_sweep_without_a_dead_letter_queue_fails_the_job(
     await claim(raw, k)
 
     reply = await call(
-        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 30_001, 0, MAXLEN, "src", "", "x"]
+        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 30_001, 0, MAXLEN, "src", "", 10]
     )
 
     assert reply == [[], ["a"], []]
@@ -431,11 +429,50 @@ async def test_sweep_leaves_live_leases_alone(raw: aioredis.Redis, k: QueueKeys)
     await claim(raw, k)
 
     reply = await call(
-        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 10, 0, MAXLEN, "src", "", "x"]
+        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 10, 0, MAXLEN, "src", "", 10]
     )
 
     assert reply == [[], [], []]
     assert await raw.lrange(k.active, 0, -1) == ["a"]
+
+
+async def test_a_sweep_run_twice_dead_letters_each_job_once(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await add(raw, k, "b")
+    await claim(raw, k, count=2)
+    await raw.zadd(k.leases, {"a": 0, "b": 0})
+    keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
+    args = [NOW, 0, MAXLEN, "src", "src-dlq", 10]
+
+    first = await call(raw, "sweep_stalled", keys, args)
+    second = await call(raw, "sweep_stalled", keys, args)
+
+    assert sorted(first[2]) == ["a", "b"]
+    assert second == [[], [], []]
+    ids = await raw.lrange(d.wait, 0, -1)
+    assert len(set(ids)) == 2
+    assert {await raw.hget(d.job(i), "dlq:originalJobId") for i in ids} == {"a", "b"}
+
+
+async def test_a_sweep_never_overwrites_a_dead_letter_that_has_its_id(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+    await raw.zadd(k.leases, {"a": 0})
+    # The id the sweep derives for a's first attempt at NOW is taken already.
+    taken = hashlib.sha1(b"src\0a\0" + b"1\0" + str(NOW).encode()).hexdigest()[:32]
+    await raw.hset(d.job(taken), mapping={"name": "earlier", "data": "1"})
+    keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
+
+    await call(raw, "sweep_stalled", keys, [NOW, 0, MAXLEN, "src", "src-dlq", 10])
+
+    assert await raw.hgetall(d.job(taken)) == {"name": "earlier", "data": "1"}
+    (dl_id,) = await raw.lrange(d.wait, 0, -1)
+    assert dl_id != taken
+    assert await raw.hget(d.job(dl_id), "dlq:originalJobId") == "a"
 
 
 async def test_extend_locks_renews_held_leases_and_reports_lost_ones(
