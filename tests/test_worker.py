@@ -231,7 +231,9 @@ async def test_worker_claims_nothing_while_the_queue_is_paused(
     job = await queue.add("n", None)
     worker = make_worker(lambda j: None)
     claimed = await _scripts.load("claim_jobs")(
-        queue.client, queue.keys.group, [0, "probe", 1000, 5, 100]
+        queue.client,
+        [*queue.keys.group, queue.keys.reply("probe", "claim")],
+        [0, "probe", 1000, 5, 100, "probe-call"],
     )
     assert claimed[1:] == []
 

@@ -15,6 +15,8 @@ Cluster slot::
     <prefix>:{<queue>}:meta         HASH   queue flags (paused) and settings
     <prefix>:{<queue>}:events       STREAM events, trimmed to about ``max_events`` entries
     <prefix>:{<queue>}:job:<id>     HASH   one job
+    <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
+    <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
 
 Scripts that pick a job they cannot know in advance (claim, stall sweep, retention) receive
@@ -140,6 +142,12 @@ class QueueKeys:
     def wake(self, worker_name: str) -> str:
         """The sorted set a worker's blocking claim also waits on, so close() can wake it."""
         return self.base + "wake:" + worker_name
+
+    def reply(self, worker_name: str, slot: str) -> str:
+        """The memo of the last state-changing call of one worker slot (a job slot's number,
+        or ``claim`` for the worker's own claims): a call re-sent after a dropped connection
+        finds its reply there instead of running twice."""
+        return self.base + "reply:" + worker_name + ":" + slot
 
     @property
     def registry(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -54,8 +55,18 @@ async def add(
     return result[0]
 
 
+def claim_keys(k: QueueKeys) -> list[str]:
+    return [*k.group, k.reply("w1", "claim")]
+
+
 async def claim(raw: aioredis.Redis, k: QueueKeys, count: int = 1, now: int = NOW) -> Any:
-    return await call(raw, "claim_jobs", k.group, [now, "w1", 30_000, count, MAXLEN])
+    args = [now, "w1", 30_000, count, MAXLEN, uuid.uuid4().hex]
+    return await call(raw, "claim_jobs", claim_keys(k), args)
+
+
+def memo(k: QueueKeys) -> str:
+    """The reply memo of worker w1's slot 0, where its outcome scripts remember replies."""
+    return k.reply("w1", "0")
 
 
 # -- add_jobs ---------------------------------------------------------------------------------
@@ -114,7 +125,8 @@ async def test_claim_with_a_clock_offset_runs_on_the_server_clock_plus_the_offse
     seconds, micros = await raw.time()
     before = seconds * 1000 + micros // 1000
 
-    reply = await call(raw, "claim_jobs", k.group, [NOW, "w1", 30_000, 1, MAXLEN, 5_000])
+    args = [NOW, "w1", 30_000, 1, MAXLEN, "c1", 5_000]
+    reply = await call(raw, "claim_jobs", claim_keys(k), args)
 
     seconds, micros = await raw.time()
     after = seconds * 1000 + micros // 1000
@@ -167,7 +179,10 @@ async def test_complete_moves_active_to_completed(raw: aioredis.Redis, k: QueueK
     await claim(raw, k)
 
     reply = await call(
-        raw, "complete_job", [*k.group, k.job("a"), k.completed], complete_args("a", "w1:1")
+        raw,
+        "complete_job",
+        [*k.group, k.job("a"), k.completed, memo(k)],
+        complete_args("a", "w1:1"),
     )
 
     assert reply[0] == 0
@@ -192,7 +207,7 @@ async def test_complete_with_remove_now_deletes_the_job(raw: aioredis.Redis, k: 
     await call(
         raw,
         "complete_job",
-        [*k.group, k.job("a"), k.completed],
+        [*k.group, k.job("a"), k.completed, memo(k)],
         complete_args("a", "w1:1", remove_now=1),
     )
 
@@ -220,7 +235,7 @@ async def test_complete_refuses_a_worker_that_does_not_own_the_job(
         await raw.lrem(k.active, 0, "a")
 
     reply = await call(
-        raw, "complete_job", [*k.group, k.job("a"), k.completed], complete_args("a", token)
+        raw, "complete_job", [*k.group, k.job("a"), k.completed, memo(k)], complete_args("a", token)
     )
 
     assert reply == [code]
@@ -244,7 +259,7 @@ async def test_retry_puts_the_job_in_delayed_with_its_backoff(
     reply = await call(
         raw,
         "retry_job",
-        [*k.group, k.job("a")],
+        [*k.group, k.job("a"), memo(k)],
         ["a", "w1:1", NOW, 250, *failure(), MAXLEN, 0, "w1", 30_000],
     )
 
@@ -263,7 +278,7 @@ async def test_retry_by_a_stranger_is_refused(raw: aioredis.Redis, k: QueueKeys)
     reply = await call(
         raw,
         "retry_job",
-        [*k.group, k.job("a")],
+        [*k.group, k.job("a"), memo(k)],
         ["a", "x:1", NOW, 0, *failure(), MAXLEN, 0, "w1", 30_000],
     )
 
@@ -278,7 +293,7 @@ async def test_fail_moves_the_job_to_failed(raw: aioredis.Redis, k: QueueKeys) -
     reply = await call(
         raw,
         "fail_job",
-        [*k.group, k.job("a"), k.failed],
+        [*k.group, k.job("a"), k.failed, memo(k)],
         ["a", "w1:1", NOW, *failure(), -1, -1, 0, MAXLEN, 0, "w1", 30_000],
     )
 
@@ -297,14 +312,14 @@ async def test_fail_of_a_missing_job_returns_not_found(raw: aioredis.Redis, k: Q
     reply = await call(
         raw,
         "fail_job",
-        [*k.group, k.job("a"), k.failed],
+        [*k.group, k.job("a"), k.failed, memo(k)],
         ["a", "w1:1", NOW, *failure(), -1, -1, 0, MAXLEN, 0, "w1", 30_000],
     )
     assert reply == [-1]
 
 
 def dead_letter_keys(k: QueueKeys, d: QueueKeys, job_id: str, dl_id: str) -> list[str]:
-    return [*k.group, k.job(job_id), *d.dead_letter_group, d.job(dl_id)]
+    return [*k.group, k.job(job_id), *d.dead_letter_group, d.job(dl_id), memo(k)]
 
 
 async def test_dead_letter_moves_the_job_with_its_history_in_one_step(
