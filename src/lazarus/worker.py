@@ -304,6 +304,9 @@ class Worker:
                 self._client,
                 [("BZPOPMIN", self.keys.marker, self._wake_key, _block_seconds(timeout)), claim],
                 timeout=timeout + BLOCK_READ_MARGIN,
+                # Not sent again on a dropped connection, where a second BZPOPMIN could block
+                # for long: the main loop claims instead, with the same call id.
+                repeatable=False,
             )
         finally:
             self._blocking = False
