@@ -681,7 +681,11 @@ async def test_job_of_a_dead_worker_whose_stalls_are_exhausted_is_dead_lettered_
     # Given a job claimed by a worker that dies at once: a 1 ms lease that is never renewed
     job = await queue.add("stuck", {"n": 1}, attempts=3)
     claim = _scripts.load("claim_jobs")
-    reply = await claim(queue.client, queue.keys.group, [now_ms(), "dead-worker", 1, 1, 1000])
+    reply = await claim(
+        queue.client,
+        [*queue.keys.group, queue.keys.reply("dead-worker", "claim")],
+        [now_ms(), "dead-worker", 1, 1, 1000, "dead-call"],
+    )
     assert reply[1][0] == job.id
     assert await queue.get_job_state(job.id) == "active"
 

@@ -231,7 +231,9 @@ async def test_worker_claims_nothing_while_the_queue_is_paused(
     job = await queue.add("n", None)
     worker = make_worker(lambda j: None)
     claimed = await _scripts.load("claim_jobs")(
-        queue.client, queue.keys.group, [0, "probe", 1000, 5, 100]
+        queue.client,
+        [*queue.keys.group, queue.keys.reply("probe", "claim")],
+        [0, "probe", 1000, 5, 100, "probe-call"],
     )
     assert claimed[1:] == []
 
@@ -283,7 +285,7 @@ async def test_worker_that_lost_its_lock_cannot_complete_the_job(
     # The lease expires (as if the worker had blocked) and a sweep takes the job back.
     await raw.zadd(queue.keys.leases, {job.id: 0})
     swept = await _scripts.load("sweep_stalled")(
-        raw, [*queue.keys.group, queue.keys.failed], [1, 1, 100, "jobs", "", "spare"]
+        raw, [*queue.keys.group, queue.keys.failed], [1, 1, 100, "jobs", "", 10]
     )
     assert swept[0] == [job.id]
 

@@ -1,13 +1,15 @@
 """One job's execution: run the processor, decide the outcome, record it with one script.
 
 The outcome script also claims the worker's next job, so a busy worker needs one round trip
-per job.
+per job. Its call id is the id and lock token of the job it finishes; it remembers its reply in
+the worker slot's memo: sent again after a dropped connection, it answers as the first run did.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import inspect
 import json
 import traceback
@@ -33,6 +35,12 @@ class ClaimedJob:
 
     job: Job
     token: str
+
+    @functools.cached_property
+    def dead_letter_id(self) -> str:
+        """The id a dead letter of this attempt gets: chosen once, so that every send of the
+        outcome names the same one."""
+        return uuid.uuid4().hex
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,13 +123,17 @@ def _terminal_reason(exc: BaseException, job: Job) -> DeadLetterReason | None:
 
 async def finish(
     ctx: ExecutionContext, claimed: ClaimedJob, result: Any, error: BaseException | None,
-    fetch_next: bool,
+    fetch_next: bool, slot: str,
 ) -> tuple[Outcome, ClaimedJob | None]:  # fmt: skip
     """Record the outcome of ``claimed`` and, with ``fetch_next``, claim the next job.
+
+    ``slot`` names the worker slot whose reply memo the call uses; no other call of the
+    worker may use it meanwhile.
 
     Raises :class:`~lazarus.errors.LockLostError` when the worker no longer owns the job.
     """
     job, now = claimed.job, now_ms()
+    memo = ctx.keys.reply(ctx.token_base, slot)
     tail = [ctx.max_events, int(fetch_next), ctx.token_base, ctx.lock_ms]
     if error is None:
         try:
@@ -132,16 +144,17 @@ async def finish(
             policy = job.opts.keep_completed.args()
             reply = await _scripts.load("complete_job")(
                 ctx.client,
-                [*ctx.keys.group, ctx.keys.job(job.id), ctx.keys.completed],
+                [*ctx.keys.group, ctx.keys.job(job.id), ctx.keys.completed, memo],
                 [job.id, claimed.token, now, value, *policy, *tail],
             )
             return _next(ctx, job, reply, Outcome("completed", result=result))
-    return await _fail(ctx, claimed, error, now, tail)
+    return await _fail(ctx, claimed, error, now, tail, memo)
 
 
 async def _fail(
-    ctx: ExecutionContext, claimed: ClaimedJob, error: BaseException, now: int, tail: list[Any]
-) -> tuple[Outcome, ClaimedJob | None]:
+    ctx: ExecutionContext, claimed: ClaimedJob, error: BaseException, now: int, tail: list[Any],
+    memo: str,
+) -> tuple[Outcome, ClaimedJob | None]:  # fmt: skip
     job = claimed.job
     reason, error_type = _failure_reason(error), type(error).__name__
     stack = json.dumps(format_stack(error))
@@ -156,21 +169,21 @@ async def _fail(
     if terminal is None:
         delay = job.opts.backoff.wait_ms(job.attempts_made + 1) if job.opts.backoff else 0
         reply = await _scripts.load("retry_job")(
-            ctx.client, job_keys, [job.id, claimed.token, now, delay, *failure, *tail]
+            ctx.client, [*job_keys, memo], [job.id, claimed.token, now, delay, *failure, *tail]
         )
         return _next(ctx, job, reply, Outcome("retrying", error=error))
     if ctx.dlq_keys is None:
         policy = job.opts.keep_failed.args()
         reply = await _scripts.load("fail_job")(
-            ctx.client, [*job_keys, ctx.keys.failed],
+            ctx.client, [*job_keys, ctx.keys.failed, memo],
             [job.id, claimed.token, now, *failure, *policy, *tail],
         )  # fmt: skip
         return _next(ctx, job, reply, Outcome("failed", error=error))
-    dl_id = uuid.uuid4().hex
+    dl_id = claimed.dead_letter_id
     dlq = ctx.dlq_keys
     reply = await _scripts.load("dead_letter_job")(
         ctx.client,
-        [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id)],
+        [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo],
         [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
          *tail],
     )  # fmt: skip

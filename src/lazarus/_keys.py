@@ -18,9 +18,11 @@ Cluster slot::
     <prefix>:{<queue>}:dl:i:<f>:<v> ZSET   the dead letter store: the dead letters whose
                                            field f has value v, in arrival order (the status
                                            indexes i:s:* partition the store)
-    <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct values of field f
-    <prefix>:{<queue>}:dl:c         HASH   exact counts of every combination of field values
+    <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
+    <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
+    <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
+    <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
     <prefix>:dlqs                   SET    names of every queue used as a dead letter queue
 
@@ -189,6 +191,12 @@ class QueueKeys:
     def wake(self, worker_name: str) -> str:
         """The sorted set a worker's blocking claim also waits on, so close() can wake it."""
         return self.base + "wake:" + worker_name
+
+    def reply(self, worker_name: str, slot: str) -> str:
+        """The memo of the last state-changing call of one worker slot (a job slot's number,
+        or ``claim`` for the worker's own claims): a call re-sent after a dropped connection
+        finds its reply there instead of running twice."""
+        return self.base + "reply:" + worker_name + ":" + slot
 
     @property
     def registry(self) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable
 
 from . import _scripts
@@ -70,11 +69,10 @@ class LeaseKeeper:
             keys += [*ctx.dlq_keys.dead_letter_group, ctx.dlq_keys.job_prefix]
             dlq_name = ctx.dlq_keys.queue
         while True:
-            spare_ids = [uuid.uuid4().hex for _ in range(SWEEP_BATCH)]
             requeued, failed, dead = await _scripts.load("sweep_stalled")(
                 ctx.client, keys,
                 [now_ms(), self._max_stalled, ctx.max_events, ctx.keys.queue, dlq_name,
-                 *spare_ids],
+                 SWEEP_BATCH],
             )  # fmt: skip
             swept = len(requeued) + len(failed) + len(dead)
             total += swept

@@ -129,6 +129,10 @@ class Worker:
         )  # fmt: skip
         self._held: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Each running job has a slot of its own, whose reply memo its outcome calls use.
+        self._free_slots = [str(i) for i in reversed(range(self.concurrency))]
+        self._claim_keys = (*self.keys.group, self.keys.reply(self.name, "claim"))
+        self._claim_id = uuid.uuid4().hex  # kept until a claim's reply arrives
         self._slot_freed = asyncio.Event()
         self._listeners: dict[str, list[Callable[..., Any]]] = defaultdict(list)
         self._closing = False
@@ -263,15 +267,19 @@ class Worker:
                 self._start(job)
 
     def _claim_args(self, count: int) -> list[Any]:
-        return [now_ms(), self.name, self.lock_duration, count, self._ctx.max_events]
+        return [now_ms(), self.name, self.lock_duration, count, self._ctx.max_events,
+                self._claim_id]  # fmt: skip
 
     async def _claim(self, count: int) -> tuple[list[ClaimedJob], int]:
         reply = await _scripts.load("claim_jobs")(
-            self._client, self.keys.group, self._claim_args(count)
+            self._client, self._claim_keys, self._claim_args(count)
         )
         return self._claimed(reply)
 
     def _claimed(self, reply: list[Any]) -> tuple[list[ClaimedJob], int]:
+        # A claim sent again after its reply was lost returns the jobs its first run claimed;
+        # once a reply is in, the next claim is a new call.
+        self._claim_id = uuid.uuid4().hex
         jobs = [parse_claimed(item, self.queue_name) for item in reply[1:]]
         return [j for j in jobs if j is not None], int(reply[0])
 
@@ -289,7 +297,7 @@ class Worker:
         if next_due >= 0:
             timeout = min(timeout, max((next_due - now_ms()) / 1000, 0.001))
         script = _scripts.load("claim_jobs")
-        claim = script.command(self.keys.group, [*self._claim_args(count), self._clock_offset])
+        claim = script.command(self._claim_keys, [*self._claim_args(count), self._clock_offset])
         self._blocking = True  # from here on, close() wakes this call instead of cancelling
         try:
             if self._closing:
@@ -298,11 +306,14 @@ class Worker:
                 self._client,
                 [("BZPOPMIN", self.keys.marker, self._wake_key, _block_seconds(timeout)), claim],
                 timeout=timeout + BLOCK_READ_MARGIN,
+                # Not sent again on a dropped connection, where a second BZPOPMIN could block
+                # for long: the main loop claims instead, with the same call id.
+                repeatable=False,
             )
         finally:
             self._blocking = False
         if isinstance(reply, NoScriptError):
-            reply = await script(self._client, self.keys.group, self._claim_args(count))
+            reply = await script(self._client, self._claim_keys, self._claim_args(count))
         elif isinstance(reply, Exception):
             raise reply
         return self._claimed(reply)
@@ -316,21 +327,23 @@ class Worker:
         self._clock_checked = asyncio.get_running_loop().time()
 
     def _start(self, claimed: ClaimedJob) -> None:
-        task = asyncio.create_task(self._work(claimed))
+        slot = self._free_slots.pop()
+        task = asyncio.create_task(self._work(claimed, slot))
         self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+        task.add_done_callback(lambda done: self._task_done(done, slot))
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Task[None], slot: str) -> None:
         self._tasks.discard(task)
+        self._free_slots.append(slot)
         self._slot_freed.set()
 
-    async def _work(self, claimed: ClaimedJob | None) -> None:
+    async def _work(self, claimed: ClaimedJob | None, slot: str) -> None:
         """Run jobs one after another in this slot while the outcome script hands out more."""
         while claimed is not None:
             self._held[claimed.job.id] = claimed.token
-            claimed = await self._execute(claimed)
+            claimed = await self._execute(claimed, slot)
 
-    async def _execute(self, claimed: ClaimedJob) -> ClaimedJob | None:
+    async def _execute(self, claimed: ClaimedJob, slot: str) -> ClaimedJob | None:
         job = claimed.job
         await self._emit("active", job)
         result: Any = None
@@ -343,20 +356,20 @@ class Worker:
         # script would find the job finished and report a lock that was not lost. If
         # recording outlasts the lease, the job stalls and runs again (at least once).
         self._held.pop(job.id, None)
-        outcome, next_job = await self._record(claimed, result, error)
+        outcome, next_job = await self._record(claimed, result, error, slot)
         if outcome is not None:
             await self._announce(job, outcome)
         return next_job
 
     async def _record(
-        self, claimed: ClaimedJob, result: Any, error: BaseException | None
+        self, claimed: ClaimedJob, result: Any, error: BaseException | None, slot: str
     ) -> tuple[Outcome | None, ClaimedJob | None]:
         """Record the outcome, retrying transient Redis errors until the lease would expire."""
         deadline = now_ms() + self.lock_duration
         attempt = 0
         while True:
             try:
-                return await finish(self._ctx, claimed, result, error, not self._closing)
+                return await finish(self._ctx, claimed, result, error, not self._closing, slot)
             except LockLostError as exc:
                 log.warning("worker %s: %s; the outcome is dropped", self.name, exc)
                 await self._emit("lost", claimed.job.id)

@@ -6,10 +6,12 @@ import asyncio
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lazarus import Queue, _scripts
+from lazarus._connection import connect
 
 from ..conftest import wait_until
 
@@ -95,3 +97,63 @@ async def test_a_flushed_script_is_loaded_again(queue: Queue, raw: aioredis.Redi
 
     assert await queue.get_job(single.id) is not None
     assert len([j for j in bulk if await queue.get_job(j.id) is not None]) == 600
+
+
+async def kill_blocked(raw: aioredis.Redis, command: str = "blpop") -> None:
+    """Wait until a client is blocked in ``command``, then close its connection."""
+
+    async def blocked() -> list[int]:
+        return [int(c["id"]) for c in await raw.client_list() if c["cmd"] == command]
+
+    await wait_until(blocked, message=f"a client blocked in {command}")
+    for client_id in await blocked():
+        await raw.execute_command("CLIENT KILL ID", client_id)
+
+
+@pytest.mark.parametrize("repeatable", [False, True])
+async def test_a_dropped_connection_is_sent_again_only_when_repeatable(
+    raw: aioredis.Redis, redis_url: str, prefix: str, repeatable: bool
+) -> None:
+    client = connect(redis_url)  # lazarus's own retry policy
+    counter, never = f"{prefix}:counter", f"{prefix}:never"
+    try:
+        call = asyncio.create_task(
+            _scripts.execute(
+                client, [("INCR", counter), ("BLPOP", never, 5)], repeatable=repeatable
+            )
+        )
+        await kill_blocked(raw)  # after INCR ran: its reply is lost with the connection
+
+        if not repeatable:
+            with pytest.raises(RedisConnectionError):
+                await call
+            assert await raw.get(counter) == "1"
+        else:
+            await wait_until(lambda: _equals(raw, counter, "2"), message="a second send")
+            await raw.rpush(never, "x")
+            assert await call == [2, [never, "x"]]
+    finally:
+        await client.aclose()
+
+
+async def _equals(raw: aioredis.Redis, key: str, value: str) -> bool:
+    return await raw.get(key) == value
+
+
+async def test_a_timeout_is_never_followed_by_a_second_send(
+    raw: aioredis.Redis, redis_url: str, prefix: str
+) -> None:
+    client = connect(redis_url)  # its retry policy covers timeouts for ordinary commands
+    counter = f"{prefix}:counter"
+    try:
+        with pytest.raises(RedisTimeoutError):
+            await _scripts.execute(
+                client,
+                [("INCR", counter), ("BLPOP", f"{prefix}:never", 0)],
+                timeout=0.2,
+                repeatable=True,
+            )
+    finally:
+        await client.aclose()
+
+    assert await raw.get(counter) == "1"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -53,8 +55,18 @@ async def add(
     return result[0]
 
 
+def claim_keys(k: QueueKeys) -> list[str]:
+    return [*k.group, k.reply("w1", "claim")]
+
+
 async def claim(raw: aioredis.Redis, k: QueueKeys, count: int = 1, now: int = NOW) -> Any:
-    return await call(raw, "claim_jobs", k.group, [now, "w1", 30_000, count, MAXLEN])
+    args = [now, "w1", 30_000, count, MAXLEN, uuid.uuid4().hex]
+    return await call(raw, "claim_jobs", claim_keys(k), args)
+
+
+def memo(k: QueueKeys) -> str:
+    """The reply memo of worker w1's slot 0, where its outcome scripts remember replies."""
+    return k.reply("w1", "0")
 
 
 # -- add_jobs ---------------------------------------------------------------------------------
@@ -113,7 +125,8 @@ async def test_claim_with_a_clock_offset_runs_on_the_server_clock_plus_the_offse
     seconds, micros = await raw.time()
     before = seconds * 1000 + micros // 1000
 
-    reply = await call(raw, "claim_jobs", k.group, [NOW, "w1", 30_000, 1, MAXLEN, 5_000])
+    args = [NOW, "w1", 30_000, 1, MAXLEN, "c1", 5_000]
+    reply = await call(raw, "claim_jobs", claim_keys(k), args)
 
     seconds, micros = await raw.time()
     after = seconds * 1000 + micros // 1000
@@ -166,7 +179,10 @@ async def test_complete_moves_active_to_completed(raw: aioredis.Redis, k: QueueK
     await claim(raw, k)
 
     reply = await call(
-        raw, "complete_job", [*k.group, k.job("a"), k.completed], complete_args("a", "w1:1")
+        raw,
+        "complete_job",
+        [*k.group, k.job("a"), k.completed, memo(k)],
+        complete_args("a", "w1:1"),
     )
 
     assert reply[0] == 0
@@ -191,7 +207,7 @@ async def test_complete_with_remove_now_deletes_the_job(raw: aioredis.Redis, k: 
     await call(
         raw,
         "complete_job",
-        [*k.group, k.job("a"), k.completed],
+        [*k.group, k.job("a"), k.completed, memo(k)],
         complete_args("a", "w1:1", remove_now=1),
     )
 
@@ -219,7 +235,7 @@ async def test_complete_refuses_a_worker_that_does_not_own_the_job(
         await raw.lrem(k.active, 0, "a")
 
     reply = await call(
-        raw, "complete_job", [*k.group, k.job("a"), k.completed], complete_args("a", token)
+        raw, "complete_job", [*k.group, k.job("a"), k.completed, memo(k)], complete_args("a", token)
     )
 
     assert reply == [code]
@@ -243,7 +259,7 @@ async def test_retry_puts_the_job_in_delayed_with_its_backoff(
     reply = await call(
         raw,
         "retry_job",
-        [*k.group, k.job("a")],
+        [*k.group, k.job("a"), memo(k)],
         ["a", "w1:1", NOW, 250, *failure(), MAXLEN, 0, "w1", 30_000],
     )
 
@@ -262,7 +278,7 @@ async def test_retry_by_a_stranger_is_refused(raw: aioredis.Redis, k: QueueKeys)
     reply = await call(
         raw,
         "retry_job",
-        [*k.group, k.job("a")],
+        [*k.group, k.job("a"), memo(k)],
         ["a", "x:1", NOW, 0, *failure(), MAXLEN, 0, "w1", 30_000],
     )
 
@@ -277,7 +293,7 @@ async def test_fail_moves_the_job_to_failed(raw: aioredis.Redis, k: QueueKeys) -
     reply = await call(
         raw,
         "fail_job",
-        [*k.group, k.job("a"), k.failed],
+        [*k.group, k.job("a"), k.failed, memo(k)],
         ["a", "w1:1", NOW, *failure(), -1, -1, 0, MAXLEN, 0, "w1", 30_000],
     )
 
@@ -296,14 +312,14 @@ async def test_fail_of_a_missing_job_returns_not_found(raw: aioredis.Redis, k: Q
     reply = await call(
         raw,
         "fail_job",
-        [*k.group, k.job("a"), k.failed],
+        [*k.group, k.job("a"), k.failed, memo(k)],
         ["a", "w1:1", NOW, *failure(), -1, -1, 0, MAXLEN, 0, "w1", 30_000],
     )
     assert reply == [-1]
 
 
 def dead_letter_keys(k: QueueKeys, d: QueueKeys, job_id: str, dl_id: str) -> list[str]:
-    return [*k.group, k.job(job_id), *d.dead_letter_group, d.job(dl_id)]
+    return [*k.group, k.job(job_id), *d.dead_letter_group, d.job(dl_id), memo(k)]
 
 
 async def test_dead_letter_moves_the_job_with_its_history_in_one_step(
@@ -395,9 +411,7 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
     await claim(raw, k)
     keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
 
-    first = await call(
-        raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", "x1"]
-    )
+    first = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
     assert first == [["a"], [], []]
     assert await raw.lrange(k.wait, 0, -1) == ["a"]
     assert (await events(raw, k))[-2:] == [
@@ -406,11 +420,10 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
     ]
 
     await claim(raw, k)
-    second = await call(
-        raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", "x2"]
-    )
+    second = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
     assert second == [[], [], ["a"]]
-    dl = await raw.hgetall(d.job("x2"))
+    (dl_id,) = await raw.lrange(d.wait, 0, -1)
+    dl = await raw.hgetall(d.job(dl_id))
     assert dl["dlq:reason"] == "stalled"
     assert [a["outcome"] for a in json.loads(dl["dlq:attempts"])] == ["stalled", "stalled"]
 
@@ -422,7 +435,7 @@ async def test_sweep_without_a_dead_letter_queue_fails_the_job(
     await claim(raw, k)
 
     reply = await call(
-        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 30_001, 0, MAXLEN, "src", "", "x"]
+        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 30_001, 0, MAXLEN, "src", "", 10]
     )
 
     assert reply == [[], ["a"], []]
@@ -434,11 +447,50 @@ async def test_sweep_leaves_live_leases_alone(raw: aioredis.Redis, k: QueueKeys)
     await claim(raw, k)
 
     reply = await call(
-        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 10, 0, MAXLEN, "src", "", "x"]
+        raw, "sweep_stalled", [*k.group, k.failed], [NOW + 10, 0, MAXLEN, "src", "", 10]
     )
 
     assert reply == [[], [], []]
     assert await raw.lrange(k.active, 0, -1) == ["a"]
+
+
+async def test_a_sweep_run_twice_dead_letters_each_job_once(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await add(raw, k, "b")
+    await claim(raw, k, count=2)
+    await raw.zadd(k.leases, {"a": 0, "b": 0})
+    keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
+    args = [NOW, 0, MAXLEN, "src", "src-dlq", 10]
+
+    first = await call(raw, "sweep_stalled", keys, args)
+    second = await call(raw, "sweep_stalled", keys, args)
+
+    assert sorted(first[2]) == ["a", "b"]
+    assert second == [[], [], []]
+    ids = await raw.lrange(d.wait, 0, -1)
+    assert len(set(ids)) == 2
+    assert {await raw.hget(d.job(i), "dlq:originalJobId") for i in ids} == {"a", "b"}
+
+
+async def test_a_sweep_never_overwrites_a_dead_letter_that_has_its_id(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await claim(raw, k)
+    await raw.zadd(k.leases, {"a": 0})
+    # The id the sweep derives for a's first attempt at NOW is taken already.
+    taken = hashlib.sha1(b"src\0a\0" + b"1\0" + str(NOW).encode()).hexdigest()[:32]
+    await raw.hset(d.job(taken), mapping={"name": "earlier", "data": "1"})
+    keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
+
+    await call(raw, "sweep_stalled", keys, [NOW, 0, MAXLEN, "src", "src-dlq", 10])
+
+    assert await raw.hgetall(d.job(taken)) == {"name": "earlier", "data": "1"}
+    (dl_id,) = await raw.lrange(d.wait, 0, -1)
+    assert dl_id != taken
+    assert await raw.hget(d.job(dl_id), "dlq:originalJobId") == "a"
 
 
 async def test_extend_locks_renews_held_leases_and_reports_lost_ones(

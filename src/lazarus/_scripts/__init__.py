@@ -6,8 +6,30 @@ lines. Scripts are loaded once per process and called by EVALSHA, falling back t
 when the server answers NOSCRIPT (after a restart or SCRIPT FLUSH).
 
 Scripts are the hot path (one call per job added, claimed or finished), so a call goes straight
-to a pooled connection: it skips the per-command bookkeeping of ``Redis.execute_command`` but
-keeps its behaviour, the client's retry policy on a fresh connection included.
+to a pooled connection: it skips the per-command bookkeeping of ``Redis.execute_command``.
+
+A connection can drop after Redis ran a script but before its reply arrived. Such a call is
+sent again, on a fresh connection and as the client's retry policy says, only when running it
+twice is harmless (:data:`REPEATABLE`); a timeout is never followed by a second send, since
+the script may still be running. Per script:
+
+- ``complete_job``, ``retry_job``, ``fail_job``, ``dead_letter_job``: their call id is the
+  id and lock token of the job they finish (a token is unique to one attempt). Each remembers
+  its reply in its worker slot's ``reply`` key (``includes/once.lua``); a second run finds
+  the lock released and answers with the first run's reply and next job instead of reporting
+  a lost lock. The dead letter's id is chosen once per attempt, so every run names the same.
+- ``claim_jobs``: the worker gives each claim a fresh call id and keeps it until a reply
+  arrives, so a claim sent again returns the jobs the first run claimed.
+- ``sweep_stalled``: a dead letter's id is derived from the job in Lua and never overwrites
+  one that exists; a second run only sweeps leases that expired since.
+- ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers
+  JOB_EXISTS and the caller reads the job), ``pause_queue`` (its reply is not used) and
+  ``scan_dead_letters`` (a read) are safe to run twice as they are.
+- ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
+  ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
+  ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
+  letters the first one handled as missing) are sent once: a dropped connection raises, and
+  the caller learns that the outcome is unknown rather than a wrong answer.
 """
 
 from __future__ import annotations
@@ -25,6 +47,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -66,6 +89,7 @@ class Script:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.repeatable = name in REPEATABLE
         self.raw = _read(f"{name}.lua")
         self.source = _expand(self.raw, set())
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
@@ -79,10 +103,10 @@ class Script:
 
     async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = self.command(keys, args)
-        (reply,) = await execute(client, [command])
-        if isinstance(reply, NoScriptError):
+        (reply,) = await execute(client, [command], repeatable=self.repeatable)
+        if isinstance(reply, NoScriptError):  # refused unrun: sending it again is safe
             await client.script_load(self.source)
-            (reply,) = await execute(client, [command])
+            (reply,) = await execute(client, [command], repeatable=self.repeatable)
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -96,7 +120,7 @@ class Script:
         after loading the script.
         """
         commands = [self.command(keys, args) for keys, args in calls]
-        results = await execute(client, commands)
+        results = await execute(client, commands, repeatable=self.repeatable)
         for index, result in enumerate(results):
             if isinstance(result, NoScriptError):
                 keys, args = calls[index]
@@ -107,27 +131,43 @@ class Script:
 
 
 async def execute(
-    client: Redis, commands: Sequence[Sequence[Any]], *, timeout: float | None = None
+    client: Redis,
+    commands: Sequence[Sequence[Any]],
+    *,
+    timeout: float | None = None,
+    repeatable: bool = False,
 ) -> list[Any]:
     """Send ``commands`` in one write on a pooled connection and return their replies in order,
     unparsed (as ``execute_command`` returns an EVALSHA reply); an error reply is returned as
-    its exception. Connection errors are retried on a fresh connection as the client's retry
-    policy says, so only idempotent commands may be sent together.
+    its exception.
+
+    A dropped connection is retried on a fresh one, as the client's retry policy says, only
+    when ``repeatable`` (every command is harmless to run twice: it may have run before the
+    connection dropped); otherwise it raises. A timeout always raises, the connection closed.
 
     ``timeout`` (seconds) bounds the wait for the replies, for commands that block; by default
     the connection's ``socket_timeout`` applies.
     """
-    if client.connection is not None:  # a single-connection client: keep its locking
-        async with client.pipeline(transaction=False) as pipe:
-            for command in commands:
-                pipe.execute_command(*command)
-            return list(await pipe.execute(raise_on_error=False))
     pool = client.connection_pool
     conn = _spare.pop(pool, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
+
+    async def attempt() -> list[Any]:
+        try:
+            return await _send_and_read(conn, commands, timeout)
+        except RedisConnectionError as error:
+            if repeatable:
+                raise
+            raise _Final(error) from None
+        except RedisTimeoutError as error:  # the commands may still be running
+            raise _Final(error) from None
+
     try:
         replies: list[Any] = await conn.retry.call_with_retry(
-            lambda: _send_and_read(conn, commands, timeout), lambda _error: conn.disconnect()
+            attempt, lambda _error: conn.disconnect()
         )
+    except _Final as final:
+        await pool.release(conn)  # closed already by the failed read or write
+        raise final.error from None
     except BaseException:
         await pool.release(conn)
         raise
@@ -139,6 +179,14 @@ async def execute(
     else:
         _spare[pool] = conn
     return replies
+
+
+class _Final(Exception):
+    """Carries an error past the retry policy, which would otherwise send the commands again."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 async def _send_and_read(
@@ -188,6 +236,12 @@ def load(name: str) -> Script:
     """The script called ``name`` (file ``<name>.lua``), read once per process."""
     return Script(name)
 
+
+REPEATABLE = frozenset({
+    "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
+    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters",
+})  # fmt: skip
+"""The scripts that a call may send twice (see the module's docstring)."""
 
 NAMES = (
     "add_jobs",

@@ -12,39 +12,52 @@
   KEYS[8]  meta
   KEYS[9]  events
   KEYS[10] job_prefix
+  KEYS[11] reply            the worker's claim memo (includes/once.lua)
 
   ARGV[1]  now              milliseconds
   ARGV[2]  token_base       the worker's token; each claim appends ':<attempt started>'
   ARGV[3]  lock_ms          lease length
   ARGV[4]  count            most jobs to claim
   ARGV[5]  maxlen           events stream length
-  ARGV[6]  clock_offset     optional, milliseconds: when given, now is the server's TIME plus
+  ARGV[6]  call_id          fresh per claim, kept by the worker until a reply arrives
+  ARGV[7]  clock_offset     optional, milliseconds: when given, now is the server's TIME plus
                             this offset and ARGV[1] is ignored. A claim sent behind a blocking
                             BZPOPMIN runs when the pop returns, so its send time is stale; the
                             worker measures the offset between its clock and the server's.
 
   Returns: {next_due, job, job, ...}: next_due is the due time of the earliest delayed job or
-           -1; each job is {id, token, field, value, ...} (the job hash).
+           -1; each job is {id, token, field, value, ...} (the job hash). A second run of a
+           call that claimed jobs (same call_id) claims nothing: it returns the jobs the first
+           run claimed that are still held under its tokens.
   Events:  waiting (promoted jobs), active (jobId) per job claimed
 ]]
 -- @include events
 -- @include queue_keys
 -- @include enqueue
 -- @include claim
+-- @include once
 
 local q = queue_keys(1)
+local again = memo_replay(q, KEYS[11], ARGV[6], ARGV[2])
+if again then
+  table.insert(again, 1, next_due(q))
+  return again
+end
 local now = tonumber(ARGV[1])
-if ARGV[6] then
+if ARGV[7] then
   local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[6])
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[7])
 end
 local maxlen = ARGV[5]
+local lock_ms = tonumber(ARGV[3])
 promote_delayed(q, now, maxlen)
-local reply = {0}
+local jobs = {}
 for _ = 1, tonumber(ARGV[4]) do
-  local job = claim_next(q, now, ARGV[2], tonumber(ARGV[3]), maxlen)
+  local job = claim_next(q, now, ARGV[2], lock_ms, maxlen)
   if not job then break end
-  reply[#reply + 1] = job
+  jobs[#jobs + 1] = job
 end
-reply[1] = next_due(q)
-return reply
+-- A claim that found nothing needs no memo: running it again orphans nothing.
+if #jobs > 0 then memo_save(KEYS[11], ARGV[6], jobs, ARGV[2], 2 * lock_ms) end
+table.insert(jobs, 1, next_due(q))
+return jobs

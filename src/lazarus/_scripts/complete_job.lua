@@ -14,9 +14,10 @@
   KEYS[10] job_prefix
   KEYS[11] job
   KEYS[12] completed
+  KEYS[13] reply            the worker slot's reply memo (includes/once.lua)
 
   ARGV[1]  id
-  ARGV[2]  token            the lock token the worker holds
+  ARGV[2]  token            the lock token the worker holds; with id, the memo's call id
   ARGV[3]  now
   ARGV[4]  returnvalue      JSON text
   ARGV[5]  keep_count       retention: newest completed jobs to keep, -1 for all
@@ -28,7 +29,9 @@
   ARGV[11] lock_ms
 
   Returns: {0, next_due, job | false}, or {code}: -1 JOB_NOT_FOUND, -2 LOCK_MISMATCH,
-           -3 NOT_ACTIVE (the worker lost the job: nothing is changed).
+           -3 NOT_ACTIVE (the worker lost the job: nothing is changed). A second run of a
+           call that finished the job (same id and token) changes nothing and answers as the
+           first did: {0, next_due, the job it claimed if still held | false}.
   Events:  completed (jobId, returnvalue), then those of claim_jobs
 ]]
 -- @include events
@@ -36,6 +39,7 @@
 -- @include queue_keys
 -- @include enqueue
 -- @include claim
+-- @include once
 -- @include finish
 
 local q = queue_keys(1)
@@ -44,7 +48,7 @@ local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[8]
 local code = release(q, id, ARGV[2])
-if code ~= 0 then return {code} end
+if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[10]) end
 redis.call('HINCRBY', key, 'attemptsMade', 1)
 if ARGV[7] == '1' then
   redis.call('DEL', key)
@@ -59,4 +63,4 @@ if ARGV[9] == '1' then
   promote_delayed(q, now, maxlen)
   job = claim_next(q, now, ARGV[10], tonumber(ARGV[11]), maxlen)
 end
-return {0, next_due(q), job}
+return outcome_done(q, KEYS[13], id, ARGV[2], job, ARGV[10], tonumber(ARGV[11]))

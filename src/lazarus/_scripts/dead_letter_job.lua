@@ -21,9 +21,10 @@
   KEYS[14] dlq_events
   KEYS[15] dlq_meta
   KEYS[16] dead_letter      the hash of the new dead letter
+  KEYS[17] reply            the worker slot's reply memo (includes/once.lua)
 
   ARGV[1]  id
-  ARGV[2]  token
+  ARGV[2]  token            with id, the memo's call id
   ARGV[3]  now
   ARGV[4]  failed_reason
   ARGV[5]  error_type
@@ -38,7 +39,8 @@
   ARGV[14] token_base
   ARGV[15] lock_ms
 
-  Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job.
+  Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job, and a second
+           run answers as the first, as complete_job.
   Events:  source: failed (jobId, failedReason, attemptsMade, deadLettered),
            deadLettered (jobId, queue, deadLetterQueue, deadLetterId, failedReason, reason);
            dead letter queue: waiting (jobId of the dead letter); then those of claim_jobs
@@ -48,6 +50,7 @@
 -- @include queue_keys
 -- @include enqueue
 -- @include claim
+-- @include once
 -- @include finish
 -- @include dead_letter
 
@@ -57,7 +60,7 @@ local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[12]
 local code = release(q, id, ARGV[2])
-if code ~= 0 then return {code} end
+if code ~= 0 then return outcome_refused(q, KEYS[17], id, ARGV[2], code, ARGV[14]) end
 record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 dead_letter(q, id, dlq, KEYS[16], ARGV[11], now, ARGV[8], ARGV[9], ARGV[10], maxlen)
 local job = false
@@ -65,4 +68,4 @@ if ARGV[13] == '1' then
   promote_delayed(q, now, maxlen)
   job = claim_next(q, now, ARGV[14], tonumber(ARGV[15]), maxlen)
 end
-return {0, next_due(q), job}
+return outcome_done(q, KEYS[17], id, ARGV[2], job, ARGV[14], tonumber(ARGV[15]))

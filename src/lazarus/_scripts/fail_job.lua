@@ -14,9 +14,10 @@
   KEYS[10] job_prefix
   KEYS[11] job
   KEYS[12] failed
+  KEYS[13] reply            the worker slot's reply memo (includes/once.lua)
 
   ARGV[1]  id
-  ARGV[2]  token
+  ARGV[2]  token            with id, the memo's call id
   ARGV[3]  now
   ARGV[4]  failed_reason
   ARGV[5]  error_type
@@ -30,7 +31,8 @@
   ARGV[13] token_base
   ARGV[14] lock_ms
 
-  Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job.
+  Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job, and a second
+           run answers as the first, as complete_job.
   Events:  failed (jobId, failedReason, attemptsMade), then those of claim_jobs
 ]]
 -- @include events
@@ -38,6 +40,7 @@
 -- @include queue_keys
 -- @include enqueue
 -- @include claim
+-- @include once
 -- @include finish
 -- @include dead_letter
 
@@ -46,7 +49,7 @@ local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[11]
 local code = release(q, id, ARGV[2])
-if code ~= 0 then return {code} end
+if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
 record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]),
   maxlen)
@@ -55,4 +58,4 @@ if ARGV[12] == '1' then
   promote_delayed(q, now, maxlen)
   job = claim_next(q, now, ARGV[13], tonumber(ARGV[14]), maxlen)
 end
-return {0, next_due(q), job}
+return outcome_done(q, KEYS[13], id, ARGV[2], job, ARGV[13], tonumber(ARGV[14]))

@@ -13,9 +13,10 @@
   KEYS[9]  events
   KEYS[10] job_prefix
   KEYS[11] job
+  KEYS[12] reply            the worker slot's reply memo (includes/once.lua)
 
   ARGV[1]  id
-  ARGV[2]  token
+  ARGV[2]  token            with id, the memo's call id
   ARGV[3]  now
   ARGV[4]  delay            backoff in milliseconds
   ARGV[5]  failed_reason
@@ -27,7 +28,8 @@
   ARGV[11] token_base
   ARGV[12] lock_ms
 
-  Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job.
+  Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job, and a second
+           run answers as the first, as complete_job.
   Events:  retrying (jobId, attemptsMade, failedReason, delay), delayed | waiting, then those
            of claim_jobs
 ]]
@@ -36,6 +38,7 @@
 -- @include queue_keys
 -- @include enqueue
 -- @include claim
+-- @include once
 -- @include finish
 
 local q = queue_keys(1)
@@ -45,7 +48,7 @@ local now = tonumber(ARGV[3])
 local delay = tonumber(ARGV[4])
 local maxlen = ARGV[9]
 local code = release(q, id, ARGV[2])
-if code ~= 0 then return {code} end
+if code ~= 0 then return outcome_refused(q, KEYS[12], id, ARGV[2], code, ARGV[11]) end
 local made = record_failure(key, now, ARGV[5], ARGV[6], ARGV[7], ARGV[8])
 emit(q.events, maxlen, 'retrying', 'jobId', id, 'attemptsMade', made,
   'failedReason', ARGV[5], 'delay', delay)
@@ -56,4 +59,4 @@ if ARGV[10] == '1' then
   promote_delayed(q, now, maxlen)
   job = claim_next(q, now, ARGV[11], tonumber(ARGV[12]), maxlen)
 end
-return {0, next_due(q), job}
+return outcome_done(q, KEYS[12], id, ARGV[2], job, ARGV[11], tonumber(ARGV[12]))

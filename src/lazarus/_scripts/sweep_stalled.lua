@@ -25,7 +25,11 @@
   ARGV[3]  maxlen
   ARGV[4]  source_queue
   ARGV[5]  dead_letter_queue  '' without one
-  ARGV[6..] dead_letter_ids   fresh ids for dead letters; as many jobs are swept per call
+  ARGV[6]  limit            most jobs to sweep per call
+
+  A dead letter's id is derived from the job (queue, id, attempt) and now, never taken from
+  ARGV, and skips any id in use: a sweep run twice cannot give one id to two jobs or
+  overwrite a dead letter. A second run sweeps only leases that expired since the first.
 
   Returns: {requeued, failed, dead_lettered}: the ids of the stalled jobs by outcome.
   Events:  stalled (jobId), then waiting, failed or failed + deadLettered as for the other
@@ -45,7 +49,19 @@ local maxlen = ARGV[3]
 local has_dlq = ARGV[5] ~= ''
 local dlq = has_dlq and {dl = KEYS[12], marker = KEYS[13], events = KEYS[14],
   meta = KEYS[15], job_prefix = KEYS[16]} or nil
-local limit = #ARGV - 5
+local limit = tonumber(ARGV[6])
+
+-- dead_letter_id(id, attempt): 32 hex digits from the job and now; the first id not in use.
+local function dead_letter_id(id, attempt)
+  local seed = ARGV[4] .. '\0' .. id .. '\0' .. attempt .. '\0' .. ARGV[1]
+  local dl_id, n = string.sub(redis.sha1hex(seed), 1, 32), 0
+  while redis.call('EXISTS', dlq.job_prefix .. dl_id) == 1 do
+    n = n + 1
+    dl_id = string.sub(redis.sha1hex(seed .. '\0' .. n), 1, 32)
+  end
+  return dl_id
+end
+
 local requeued, failed, dead = {}, {}, {}
 local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
@@ -65,7 +81,7 @@ for _, id in ipairs(expired) do
       local reason = 'job stalled more than allowable limit'
       record_failure(key, now, reason, 'Stalled', cjson.encode(message), record)
       if has_dlq then
-        local dl_id = ARGV[5 + #dead + 1]
+        local dl_id = dead_letter_id(id, f[2] or '0')
         dead_letter(q, id, dlq, dlq.job_prefix .. dl_id, dl_id, now, 'stalled', ARGV[4],
           ARGV[5], maxlen)
         dead[#dead + 1] = id

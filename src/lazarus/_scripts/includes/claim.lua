@@ -11,6 +11,15 @@ local function promote_delayed(q, now, maxlen)
   return #due
 end
 
+-- claimed_reply(key, id, token): a claimed job as claims return it: {id, token, field, value, ...}
+-- (the job hash).
+local function claimed_reply(key, id, token)
+  local reply = {id, token}
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields do reply[#reply + 1] = fields[i] end
+  return reply
+end
+
 -- claim_next(q, now, token_base, lock_ms, maxlen): move the next job (waiting first, then by
 -- priority) to active under a lease and return {id, token, field, value, ...}, or false when
 -- the queue is paused or empty. Wakes another idle worker when more jobs are ready.
@@ -41,10 +50,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
           or redis.call('ZCARD', q.dl .. 'i:s:pending') > 0 then
         redis.call('ZADD', q.marker, 0, '0')
       end
-      local reply = {id, token}
-      local fields = redis.call('HGETALL', key)
-      for i = 1, #fields do reply[#reply + 1] = fields[i] end
-      return reply
+      return claimed_reply(key, id, token)
     end
   end
 end

@@ -1,0 +1,207 @@
+"""Reply memos: a state-changing script run twice with one call id answers twice alike and
+changes nothing the second time (a call re-sent after a dropped connection)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import _scripts
+from lazarus._keys import QueueKeys
+
+NOW = 1_000_000
+MAXLEN = 1000
+LOCK_MS = 30_000
+
+
+@pytest.fixture
+def k(prefix: str) -> QueueKeys:
+    return QueueKeys(prefix, "src")
+
+
+@pytest.fixture
+def d(prefix: str) -> QueueKeys:
+    return QueueKeys(prefix, "src-dlq")
+
+
+async def call(raw: aioredis.Redis, name: str, keys: list[str], args: list[Any]) -> Any:
+    return await _scripts.load(name)(raw, keys, args)
+
+
+async def snapshot(raw: aioredis.Redis, prefix: str) -> dict[str, Any]:
+    """Every key of the test and its content."""
+    state: dict[str, Any] = {}
+    async for key in raw.scan_iter(match=f"{prefix}:*", count=1000):
+        kind = await raw.type(key)
+        if kind == "string":
+            state[key] = await raw.get(key)
+        elif kind == "hash":
+            state[key] = await raw.hgetall(key)
+        elif kind == "list":
+            state[key] = await raw.lrange(key, 0, -1)
+        elif kind == "zset":
+            state[key] = await raw.zrange(key, 0, -1, withscores=True)
+        elif kind == "set":
+            state[key] = await raw.smembers(key)
+        else:
+            state[key] = await raw.xrange(key)
+    return state
+
+
+async def add(raw: aioredis.Redis, k: QueueKeys, *ids: str, attempts: int = 1) -> None:
+    opts = json.dumps({"attempts": attempts})
+    for job_id in ids:
+        args = [NOW, MAXLEN, job_id, "name", "{}", opts, 0, 0, attempts]
+        await call(raw, "add_jobs", [*k.group, k.job(job_id)], args)
+
+
+async def claim(raw: aioredis.Redis, k: QueueKeys, call_id: str, count: int = 1) -> Any:
+    keys = [*k.group, k.reply("w1", "claim")]
+    return await call(raw, "claim_jobs", keys, [NOW, "w1", LOCK_MS, count, MAXLEN, call_id])
+
+
+def failure() -> list[Any]:
+    attempt = json.dumps({"attempt": 1, "error": "boom", "outcome": "failed"})
+    return ["boom", "RuntimeError", json.dumps("Traceback ...\nRuntimeError: boom"), attempt]
+
+
+def outcome(script: str, k: QueueKeys, d: QueueKeys, job_id: str, token: str) -> tuple[Any, ...]:
+    """The keys and args of one outcome script finishing ``job_id`` in w1's slot 0."""
+    tail = [MAXLEN, 1, "w1", LOCK_MS]
+    memo = k.reply("w1", "0")
+    base = [*k.group, k.job(job_id)]
+    if script == "complete_job":
+        keys = [*base, k.completed, memo]
+        args = [job_id, token, NOW + 5, '"done"', -1, -1, 0, *tail]
+    elif script == "retry_job":
+        keys = [*base, memo]
+        args = [job_id, token, NOW + 5, 0, *failure(), *tail]
+    elif script == "fail_job":
+        keys = [*base, k.failed, memo]
+        args = [job_id, token, NOW + 5, *failure(), -1, -1, 0, *tail]
+    else:
+        dl_id = f"dl-{job_id}"
+        keys = [*base, *d.dead_letter_group, d.job(dl_id), memo]
+        args = [job_id, token, NOW + 5, *failure(), "attempts_exhausted", "src", "src-dlq", dl_id]
+        args += tail
+    return script, keys, args
+
+
+OUTCOMES = ["complete_job", "retry_job", "fail_job", "dead_letter_job"]
+
+
+@pytest.mark.parametrize("script", OUTCOMES)
+async def test_an_outcome_run_twice_answers_alike_and_changes_nothing_the_second_time(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys, prefix: str, script: str
+) -> None:
+    await add(raw, k, "a", "b", attempts=3)
+    await claim(raw, k, "c1")
+    name, keys, args = outcome(script, k, d, "a", "w1:1")
+
+    first = await call(raw, name, keys, args)
+    after_first = await snapshot(raw, prefix)
+    second = await call(raw, name, keys, args)
+
+    assert first[0] == 0 and first[2][:2] == ["b", "w1:1"]  # it claimed b
+    assert second == first
+    assert await snapshot(raw, prefix) == after_first
+
+
+@pytest.mark.parametrize("script", OUTCOMES)
+async def test_a_second_run_leaves_out_a_next_job_taken_back_since(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys, script: str
+) -> None:
+    await add(raw, k, "a", "b", "c", attempts=3)
+    await claim(raw, k, "c1")
+    name, keys, args = outcome(script, k, d, "a", "w1:1")
+    await call(raw, name, keys, args)  # finishes a, claims b
+    # b's lease expires and a stall sweep gives it back to the queue.
+    await raw.zadd(k.leases, {"b": 0})
+    sweep_keys = [*k.group, k.failed]
+    await call(raw, "sweep_stalled", sweep_keys, [NOW, 1, MAXLEN, "src", "", 10])
+
+    second = await call(raw, name, keys, args)
+
+    assert second[0] == 0
+    assert second[2] is None  # false: b is no longer held under the token the memo names
+    assert await raw.lrange(k.active, 0, -1) == []
+    assert await raw.hget(k.job("c"), "lockToken") is None  # nothing else was claimed
+
+
+async def test_a_lost_lock_is_refused_though_the_memo_holds_the_same_token_for_another_job(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    # a and b are both first attempts of w1: both run under the token "w1:1".
+    await add(raw, k, "a", "b")
+    await claim(raw, k, "c1")
+    name, keys, args = outcome("complete_job", k, d, "a", "w1:1")
+    await call(raw, name, keys, args)  # finishes a, claims b under "w1:1"
+    await raw.zadd(k.leases, {"b": 0})
+    await call(raw, "sweep_stalled", [*k.group, k.failed], [NOW, 1, MAXLEN, "src", "", 10])
+
+    name, keys, args = outcome("complete_job", k, d, "b", "w1:1")
+    reply = await call(raw, name, keys, args)
+
+    assert reply == [-2]
+    assert await raw.zrange(k.completed, 0, -1) == ["a"]
+
+
+@pytest.mark.parametrize("script", OUTCOMES)
+async def test_the_next_call_in_the_slot_runs_as_usual_and_replaces_the_memo(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys, script: str
+) -> None:
+    await add(raw, k, "a", "b", "c", attempts=3)
+    await claim(raw, k, "c1")
+    name, keys, args = outcome("complete_job", k, d, "a", "w1:1")
+    await call(raw, name, keys, args)  # finishes a, claims b
+
+    name, keys, args = outcome(script, k, d, "b", "w1:1")
+    reply = await call(raw, name, keys, args)
+
+    assert reply[0] == 0 and reply[2][:2] == ["c", "w1:1"]
+    assert await raw.lrange(k.active, 0, -1) == ["c"]
+    assert await raw.hget(k.job("b"), "lockToken") is None
+    assert await raw.get(k.reply("w1", "0")) == "c 1\nb w1:1"
+
+
+# -- claim_jobs -------------------------------------------------------------------------------
+
+
+async def test_a_claim_run_twice_returns_its_jobs_again_and_claims_no_more(
+    raw: aioredis.Redis, k: QueueKeys, prefix: str
+) -> None:
+    await add(raw, k, "a", "b", "c")
+
+    first = await claim(raw, k, "c1", count=2)
+    after_first = await snapshot(raw, prefix)
+    second = await claim(raw, k, "c1", count=2)
+
+    assert [job[:2] for job in first[1:]] == [["a", "w1:1"], ["b", "w1:1"]]
+    assert second == first
+    assert await snapshot(raw, prefix) == after_first
+    assert await raw.lrange(k.wait, 0, -1) == ["c"]
+
+
+async def test_a_claim_with_a_new_call_id_claims_as_usual(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a", "b")
+    await claim(raw, k, "c1")
+
+    reply = await claim(raw, k, "c2")
+
+    assert reply[1][:2] == ["b", "w1:1"]
+    assert await raw.lrange(k.active, 0, -1) == ["b", "a"]
+
+
+async def test_a_claim_that_found_nothing_leaves_no_memo(raw: aioredis.Redis, k: QueueKeys) -> None:
+    assert await claim(raw, k, "c1") == [-1]
+    await add(raw, k, "a")
+
+    # Nothing was orphaned: the same call run again claims what has arrived since.
+    reply = await claim(raw, k, "c1")
+
+    assert reply[1][:2] == ["a", "w1:1"]
