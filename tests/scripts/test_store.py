@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from lazarus._keys import QueueKeys
 from lazarus.dead_letter.filters import combo_key
 
-from .test_transitions import MAXLEN, NOW, add, call, claim, events
+from .test_transitions import MAXLEN, NOW, add, call, claim, dead_letter_keys, events
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ async def test_dead_letter_job_writes_every_index_in_the_same_step(
     await call(
         raw,
         "dead_letter_job",
-        [*k.group, k.job("a"), *d.dead_letter_group, d.job("dl1")],
+        dead_letter_keys(k, d, "a", "dl1"),
         ["a", "w1:1", NOW, "boom", "RuntimeError", '"tb"', "{}", "unrecoverable", "src",
          "src-dlq", "dl1", MAXLEN, 0, "w1", 30_000],
     )  # fmt: skip
@@ -238,7 +238,9 @@ async def test_replay_codes_for_missing_plain_and_taken_entries(
 ) -> None:
     await raw.hset(d.job("plain"), mapping={"name": "n", "data": "1"})
     await make_dead_letter(raw, d, "taken")
-    claimed = await call(raw, "claim_jobs", d.group, [NOW, "w9", 30_000, 1, MAXLEN])
+    claimed = await call(
+        raw, "claim_jobs", [*d.group, d.reply("w9", "claim")], [NOW, "w9", 30_000, 1, MAXLEN, "c1"]
+    )
     assert claimed[1][0] == "taken"  # a worker of the DLQ holds it: it left the store
 
     result = await call(

@@ -422,7 +422,7 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
     await claim(raw, k)
     second = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
     assert second == [[], [], ["a"]]
-    (dl_id,) = await raw.lrange(d.wait, 0, -1)
+    (dl_id,) = await raw.zrange(d.dl_index("s", "pending"), 0, -1)
     dl = await raw.hgetall(d.job(dl_id))
     assert dl["dlq:reason"] == "stalled"
     assert [a["outcome"] for a in json.loads(dl["dlq:attempts"])] == ["stalled", "stalled"]
@@ -469,7 +469,7 @@ async def test_a_sweep_run_twice_dead_letters_each_job_once(
 
     assert sorted(first[2]) == ["a", "b"]
     assert second == [[], [], []]
-    ids = await raw.lrange(d.wait, 0, -1)
+    ids = await raw.zrange(d.dl_index("s", "pending"), 0, -1)
     assert len(set(ids)) == 2
     assert {await raw.hget(d.job(i), "dlq:originalJobId") for i in ids} == {"a", "b"}
 
@@ -488,7 +488,7 @@ async def test_a_sweep_never_overwrites_a_dead_letter_that_has_its_id(
     await call(raw, "sweep_stalled", keys, [NOW, 0, MAXLEN, "src", "src-dlq", 10])
 
     assert await raw.hgetall(d.job(taken)) == {"name": "earlier", "data": "1"}
-    (dl_id,) = await raw.lrange(d.wait, 0, -1)
+    (dl_id,) = await raw.zrange(d.dl_index("s", "pending"), 0, -1)
     assert dl_id != taken
     assert await raw.hget(d.job(dl_id), "dlq:originalJobId") == "a"
 
