@@ -126,6 +126,11 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (for example to pause it with SIGSTOP)."""
+        return self._process.pid if self.running and self._process is not None else None
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
@@ -174,7 +179,8 @@ class EmbeddedRedis:
                 sock.settimeout(0.5)
                 sock.connect(address)
                 sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                # A server started with --requirepass answers, too: it asks for a password.
+                return sock.recv(16).startswith((b"+PONG", b"-NOAUTH"))
         except OSError:
             return False
 

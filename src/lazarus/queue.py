@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple
 from redis.asyncio import Redis
 
 from . import _codec, _scripts
-from ._connection import TRANSIENT_ERRORS, address, connect, now_ms, reports_unavailable
+from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
 from ._keys import QueueKeys, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
@@ -419,8 +419,10 @@ async def list_queues(
     client = connect(connection)
     try:
         names = await client.smembers(QueueKeys(prefix, "_").registry)
-    except TRANSIENT_ERRORS as exc:
-        raise RedisUnavailableError(f"cannot reach Redis at {address(client)}: {exc}") from exc
+    except UNREACHABLE_ERRORS as exc:
+        if isinstance(exc, RedisUnavailableError):
+            raise
+        raise unavailable(client, exc) from exc
     finally:
         if not isinstance(connection, Redis):
             await client.aclose()
