@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from click.testing import CliRunner, Result
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lazarus import Queue, RedisUnavailableError, Worker, _connection
 from lazarus._connection import blocking_ms, connect
@@ -109,6 +110,24 @@ async def test_worker_against_an_http_server_fails_fast(http_url: str) -> None:
     with pytest.raises(RedisUnavailableError, match="does not speak the Redis protocol"):
         await asyncio.wait_for(worker.run(), 30)
     await worker.close()
+
+
+@pytest.mark.usefixtures("short_read_timeout")
+@pytest.mark.timeout(60)
+async def test_worker_reports_a_hung_redis_and_goes_on_once_it_answers(
+    server: EmbeddedRedis,
+) -> None:
+    # Given a worker started while its Redis is hung
+    with paused(server):
+        worker = Worker("jobs", lambda j: "ok", connection=server.url, block_timeout=0.2)
+        errors = collect(worker, "error")
+        await asyncio.wait_for(on_count(worker, "error", 2).wait(), 30)
+    # When the server resumes, then a job is processed
+    async with Queue("jobs", connection=server.url) as queue:
+        await queue.add("n", None)
+        await asyncio.wait_for(on_count(worker, "completed", 1).wait(), 30)
+    await worker.close()
+    assert isinstance(errors[0][0], RedisTimeoutError)
 
 
 @pytest.mark.usefixtures("short_read_timeout")
