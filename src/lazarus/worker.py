@@ -372,7 +372,8 @@ class Worker:
     async def close(self, timeout: float | None = None) -> None:
         """Stop claiming, let running jobs finish (up to ``timeout`` seconds, by default
         ``shutdown_timeout``), then release the connection. Jobs still running after the
-        timeout are cancelled; their leases expire and another worker retries them."""
+        timeout are cancelled and handed back to the queue at once (a plain function's thread
+        cannot be stopped: its result is not recorded)."""
         self._closing = True
         self._stopping.set()
         self._slot_freed.set()

@@ -204,4 +204,5 @@ NAMES = (
     "scan_dead_letters",
     "replay_dead_letters",
     "purge_dead_letters",
+    "release_job",
 )
