@@ -1,4 +1,4 @@
-"""Whatever a processor raises, a job ends its attempt properly."""
+"""Whatever a processor raises, and whatever is stored, a job ends its attempt properly."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 from lazarus import Job, Queue, Worker
 
+from .conftest import wait_until
 from .faults import collect, on_count
 
 MakeWorker = Callable[..., Worker]
@@ -124,3 +126,60 @@ async def test_thread_job_cut_short_by_close_is_back_in_waiting_at_once(
         assert await queue.get_job_state(job.id) == "waiting"
     finally:
         release.set()
+
+
+async def _dead_letter_fields(raw: aioredis.Redis, dlq: Queue, dead_letter_id: str) -> Any:
+    return await raw.hgetall(dlq.keys.job(dead_letter_id))
+
+
+@pytest.mark.parametrize(("field", "value"), [("data", '{"to": "ada@'), ("opts", "{attempts")])
+async def test_job_that_cannot_be_decoded_is_dead_lettered_and_the_worker_goes_on(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, raw: aioredis.Redis, field: str, value: str
+) -> None:
+    # Given a job whose stored payload (or options) is not JSON, and a good job behind it
+    bad = await queue.add("bad", {"to": "ada@example.com"}, attempts=3)
+    await raw.hset(queue.keys.job(bad.id), field, value)
+    good = await queue.add("good", {"n": 1})
+    ran: list[str] = []
+
+    # When a worker runs
+    worker = make_worker(lambda job: ran.append(job.name), dead_letter_queue="jobs-dlq")
+    dead = collect(worker, "deadLettered")
+    await wait_until(lambda: _state(queue, good.id, "completed"), message="the good job")
+    await wait_until(lambda: _has(dead), message="the dead letter")
+
+    # Then the bad job was dead-lettered as undecodable without running, bytes kept
+    assert ran == ["good"]
+    assert worker.running
+    [(job, dead_letter_id)] = dead
+    assert job.id == bad.id
+    fields = await _dead_letter_fields(raw, dlq, dead_letter_id)
+    assert fields["dlq:reason"] == "undecodable"
+    assert fields["dlq:attemptsMade"] == "1"
+    assert fields["dlq:errorType"] == "ValueError"
+    assert "cannot be decoded" in fields["dlq:failedReason"]
+    assert (fields["data"] if field == "data" else fields["dlq:originalOpts"]) == value
+    assert await queue.get_job(bad.id) is None
+
+
+async def test_job_that_cannot_be_decoded_fails_for_good_without_a_dead_letter_queue(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    bad = await queue.add("bad", None, attempts=5)
+    await raw.hset(queue.keys.job(bad.id), "data", "not json")
+    worker = make_worker(lambda job: None)
+    failed = on_count(worker, "failed", 1)
+
+    await asyncio.wait_for(failed.wait(), 10)
+
+    assert await queue.get_job_state(bad.id) == "failed"
+    assert await raw.hget(queue.keys.job(bad.id), "data") == "not json"
+    assert await raw.hget(queue.keys.job(bad.id), "attemptsMade") == "1"
+
+
+async def _state(queue: Queue, job_id: str, state: str) -> bool:
+    return await queue.get_job_state(job_id) == state
+
+
+async def _has(items: list[Any]) -> bool:
+    return bool(items)

@@ -12,7 +12,7 @@ import inspect
 import json
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
@@ -22,17 +22,22 @@ from . import _codec, _scripts
 from ._connection import now_ms
 from ._keys import QueueKeys
 from .errors import DeadLetterError, UnrecoverableError, error_for_code
-from .job import DeadLetterReason, Job, fields_from_reply
+from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
 
 Processor = Callable[[Job], Any]
 
 
 @dataclasses.dataclass(frozen=True)
 class ClaimedJob:
-    """A job this worker holds, with the lock token that proves it."""
+    """A job this worker holds, with the lock token that proves it.
+
+    ``undecodable`` is set when the stored job could not be read (its payload or options are
+    not valid JSON): the job then has no data and is failed without running.
+    """
 
     job: Job
     token: str
+    undecodable: ValueError | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,12 +64,49 @@ class ExecutionContext:
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
-    """A claimed job from the ``{id, token, field, value, ...}`` a claim returns."""
+    """A claimed job from the ``{id, token, field, value, ...}`` a claim returns.
+
+    Never raises for what is stored: a job that cannot be read comes back ``undecodable``,
+    so that one bad job can neither stop the worker nor hide the jobs claimed with it.
+    """
     if not reply:
         return None
     items = [v.decode() if isinstance(v, bytes) else v for v in reply]
-    job = Job.from_fields(str(items[0]), fields_from_reply(items[2:]), queue_name)
-    return ClaimedJob(job, str(items[1]))
+    job_id, token = str(items[0]), str(items[1])
+    fields = fields_from_reply(items[2:])
+    try:
+        job = Job.from_fields(job_id, fields, queue_name)
+    except (ValueError, TypeError, KeyError) as exc:  # JSONDecodeError is a ValueError
+        return ClaimedJob(_bare_job(job_id, fields, queue_name), token, _why_undecodable(exc))
+    return ClaimedJob(job, token)
+
+
+def _why_undecodable(exc: Exception) -> ValueError:
+    error = ValueError(f"the stored job cannot be decoded: {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+def _bare_job(job_id: str, fields: Mapping[str, str], queue_name: str) -> Job:
+    """What can be read of a job that does not decode: its counters, name and raw bytes."""
+
+    def number(field: str) -> int:
+        try:
+            return int(fields.get(field) or 0)
+        except ValueError:
+            return 0
+
+    try:
+        opts = JobOptions.from_dict(json.loads(fields.get("opts") or "{}"))
+    except (ValueError, TypeError, AttributeError):
+        opts = JobOptions()
+    return Job(
+        id=job_id, name=fields.get("name", ""), original_data=None, opts=opts,
+        queue_name=queue_name, timestamp=number("timestamp"),
+        attempts_made=number("attemptsMade"), attempts_started=number("ats"),
+        processed_on=number("processedOn") or None, raw_data=fields.get("data") or "null",
+        opts_json=fields.get("opts") or "{}",
+    )  # fmt: skip
 
 
 async def run_processor(processor: Processor, job: Job, executor: Executor | None) -> Any:
@@ -119,7 +161,8 @@ async def finish(
 ) -> tuple[Outcome, ClaimedJob | None]:  # fmt: skip
     """Record the outcome of ``claimed`` and, with ``fetch_next``, claim the next job.
 
-    Raises :class:`~lazarus.errors.LockLostError` when the worker no longer owns the job.
+    Raises :class:`~lazarus.errors.LockLostError` when the worker no longer owns the job,
+    :class:`~lazarus.errors.JobNotFoundError` when it was removed meanwhile.
     """
     job, now = claimed.job, now_ms()
     tail = [ctx.max_events, int(fetch_next), ctx.token_base, ctx.lock_ms]
@@ -151,7 +194,7 @@ async def _fail(
         "error": reason, "errorType": error_type,
     })  # fmt: skip
     failure = [reason, error_type, stack, attempt]
-    terminal = _terminal_reason(error, job)
+    terminal = "undecodable" if claimed.undecodable else _terminal_reason(error, job)
     job_keys = [*ctx.keys.group, ctx.keys.job(job.id)]
     if terminal is None:
         delay = job.opts.backoff.wait_ms(job.attempts_made + 1) if job.opts.backoff else 0

@@ -50,17 +50,18 @@ class SlotRunner:
     async def _execute(self, claimed: ClaimedJob) -> ClaimedJob | None:
         job = claimed.job
         result: Any = None
-        error: BaseException | None = None
-        try:
-            await self.emit("active", job)
-            result = await run_processor(self.processor, job, self.ctx.executor)
-        except asyncio.CancelledError as exc:
-            if self._cancelled_by_shutdown():
-                await self._hand_back(claimed)
-                raise
-            error = exc  # the processor's own: a failure like any other
-        except BaseException as exc:  # GeneratorExit, SystemExit from a thread, ...
-            error = exc
+        error: BaseException | None = claimed.undecodable  # then the processor cannot run
+        if error is None:
+            try:
+                await self.emit("active", job)
+                result = await run_processor(self.processor, job, self.ctx.executor)
+            except asyncio.CancelledError as exc:
+                if self._cancelled_by_shutdown():
+                    await self._hand_back(claimed)
+                    raise
+                error = exc  # the processor's own: a failure like any other
+            except BaseException as exc:  # GeneratorExit, SystemExit from a thread, ...
+                error = exc
         # No more renewals once the outcome is on its way: a renewal racing the outcome
         # script would find the job finished and report a lock that was not lost. If
         # recording outlasts the lease, the job stalls and runs again (at least once).

@@ -16,7 +16,9 @@ from . import _codec
 JobState = Literal[
     "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
 ]
-DeadLetterReason = Literal["attempts_exhausted", "unrecoverable", "stalled", "discarded"]
+DeadLetterReason = Literal[
+    "attempts_exhausted", "unrecoverable", "stalled", "discarded", "undecodable"
+]
 
 MAX_PRIORITY = 2**21
 _BACKOFF_TYPES = ("fixed", "exponential")
