@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
+import sys
 import traceback
 import uuid
 from collections.abc import Callable, Mapping
@@ -21,8 +22,13 @@ from redis.asyncio import Redis
 from . import _codec, _scripts
 from ._connection import now_ms
 from ._keys import QueueKeys
-from .errors import DeadLetterError, UnrecoverableError, error_for_code
+from .errors import DeadLetterError, JobTimeoutError, UnrecoverableError, error_for_code
 from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as async_timeout
+else:  # pragma: no cover - redis-py depends on async-timeout before 3.11.3
+    from async_timeout import timeout as async_timeout  # type: ignore[import-not-found]
 
 Processor = Callable[[Job], Any]
 
@@ -109,8 +115,28 @@ def _bare_job(job_id: str, fields: Mapping[str, str], queue_name: str) -> Job:
     )  # fmt: skip
 
 
-async def run_processor(processor: Processor, job: Job, executor: Executor | None) -> Any:
-    """Run ``processor`` on ``job``: awaited if async, else in the worker's thread pool."""
+async def run_processor(
+    processor: Processor, job: Job, executor: Executor | None, timeout_ms: int | None
+) -> Any:
+    """Run ``processor`` on ``job``: awaited if async, else in the worker's thread pool.
+
+    Past ``timeout_ms`` the processor is cancelled (an async one) or left to itself (a
+    thread cannot be stopped) and :class:`~lazarus.JobTimeoutError` is raised.
+    """
+    if timeout_ms is None:
+        return await _call(processor, job, executor)
+    deadline = async_timeout(timeout_ms / 1000)
+    try:
+        async with deadline:
+            return await _call(processor, job, executor)
+    except asyncio.TimeoutError:  # the built-in TimeoutError from Python 3.11 on
+        expired = deadline.expired
+        if expired() if callable(expired) else expired:  # a method from 3.11, else a property
+            raise JobTimeoutError(f"job exceeded its timeout of {timeout_ms} ms") from None
+        raise  # the processor's own TimeoutError
+
+
+async def _call(processor: Processor, job: Job, executor: Executor | None) -> Any:
     if inspect.iscoroutinefunction(processor):
         return await processor(job)
     result = await asyncio.get_running_loop().run_in_executor(executor, processor, job)

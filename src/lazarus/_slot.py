@@ -4,6 +4,7 @@ recorded outcome, and nothing a processor raises or Redis answers ends a slot.
 - Whatever the processor raises — any ``BaseException``, a ``CancelledError`` of its own
   included — is a failed attempt, retried or dead-lettered per the job's policy. Only the
   worker's shutdown cancelling the slot hands the job back to the queue, at once.
+- A job past its timeout fails its attempt with :class:`~lazarus.JobTimeoutError`.
 - Recording an outcome is retried on any Redis error until the job's lease would expire; a
   job that is gone meanwhile (lock lost, or removed) is reported as ``lost``.
 """
@@ -20,7 +21,7 @@ from . import _scripts
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, run_processor
 from ._supervision import Incident
-from .errors import JobNotFoundError, LockLostError
+from .errors import JobNotFoundError, JobTimeoutError, LockLostError
 from .job import Job
 
 log = logging.getLogger("lazarus.worker")
@@ -35,6 +36,7 @@ class SlotRunner:
     ctx: ExecutionContext
     processor: Processor
     worker_name: str
+    job_timeout: int | None
     held: dict[str, str]  # job id -> lock token, for lease renewal
     emit: Callable[..., Awaitable[None]]
     report_error: Callable[[BaseException, Incident], None]
@@ -54,7 +56,9 @@ class SlotRunner:
         if error is None:
             try:
                 await self.emit("active", job)
-                result = await run_processor(self.processor, job, self.ctx.executor)
+                result = await run_processor(
+                    self.processor, job, self.ctx.executor, job.opts.timeout or self.job_timeout
+                )
             except asyncio.CancelledError as exc:
                 if self._cancelled_by_shutdown():
                     await self._hand_back(claimed)
@@ -66,6 +70,9 @@ class SlotRunner:
         # script would find the job finished and report a lock that was not lost. If
         # recording outlasts the lease, the job stalls and runs again (at least once).
         self.held.pop(job.id, None)
+        if isinstance(error, JobTimeoutError) and self.ctx.executor is not None:
+            log.warning("worker %s: job %s timed out; its thread cannot be stopped and is "
+                        "abandoned, still running", self.worker_name, job.id)  # fmt: skip
         # SystemExit or KeyboardInterrupt in the event loop's own thread still ends the
         # process, once the attempt is recorded.
         exiting = isinstance(error, (SystemExit, KeyboardInterrupt)) and not self.ctx.executor

@@ -30,7 +30,7 @@ BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
-    "remove_on_complete", "remove_on_fail",
+    "remove_on_complete", "remove_on_fail", "timeout",
 }  # fmt: skip
 
 
@@ -117,6 +117,7 @@ class Queue(DeadLetterMixin):
         priority: int = 0,
         remove_on_complete: Any = False,
         remove_on_fail: Any = False,
+        timeout: int | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -124,13 +125,15 @@ class Queue(DeadLetterMixin):
         ``{"type": "fixed" | "exponential", "delay": ms}``; ``delay`` (ms) postpones the first
         run; ``priority`` 1 is the highest (0, the default, means none: such jobs run first,
         in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take ``True``, a count to
-        keep, or ``{"age": seconds, "count": n}``. Adding a ``job_id`` that exists returns
-        the existing job and writes nothing.
+        keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
+        longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
+        ``job_timeout``, if any). Adding a ``job_id`` that exists returns the existing job and
+        writes nothing.
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "priority": priority, "remove_on_complete": remove_on_complete,
-            "remove_on_fail": remove_on_fail,
+            "remove_on_fail": remove_on_fail, "timeout": timeout,
         }  # fmt: skip
         return (await self._add_prepared([self._prepare(name, data, options)]))[0]
 

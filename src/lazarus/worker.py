@@ -9,8 +9,8 @@ Example::
     worker = Worker("emails", send, concurrency=20, dead_letter_queue="emails-dlq")
     await worker.run()          # until worker.close() is awaited elsewhere
 
-Processors may be ``async def`` functions or plain functions (run in a thread pool of
-``concurrency`` threads). A job is processed at least once: make processors idempotent.
+Processors may be ``async def`` functions or plain functions (run in daemon threads, one per
+running job). A job is processed at least once: make processors idempotent.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import socket
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -39,6 +38,7 @@ from ._keys import QueueKeys, validate_name
 from ._lease import LeaseKeeper
 from ._slot import SlotRunner
 from ._supervision import Incident, pause, register
+from ._threads import DaemonThreadPool
 from .dead_letter import DeadLetterQueueOptions
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
@@ -76,6 +76,9 @@ class Worker:
 
     With ``autorun`` (the default) a worker created inside a running event loop starts at
     once; otherwise call :meth:`run`. A worker started before Redis answers keeps trying.
+
+    ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
+    unless the job has a ``timeout`` of its own.
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class Worker:
         max_events: int = DEFAULT_MAX_EVENTS,
         shutdown_timeout: float = 30.0,
         name: str | None = None,
+        job_timeout: int | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -110,6 +114,7 @@ class Worker:
         self.dead_letter_queue = self._dlq_options(dead_letter_queue)
         self.block_timeout = block_timeout
         self.shutdown_timeout = shutdown_timeout
+        self.job_timeout = None if job_timeout is None else _positive(job_timeout, "job_timeout")
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake_key = self.keys.wake(self.name)
         self._processor = processor
@@ -128,7 +133,7 @@ class Worker:
         self._start_incident = Incident(log, f"{where}: start-up at {address(self._client)}")
         self._claim_incident = Incident(log, f"{where}: claiming jobs")
         self._slots = SlotRunner(
-            self._ctx, processor, self.name, self._held, self._emit,
+            self._ctx, processor, self.name, self.job_timeout, self._held, self._emit,
             self._report_error, lambda: self._closing, Incident(log, f"{where}: recording"),
         )  # fmt: skip
         self._run_task: asyncio.Task[None] | None = None
@@ -154,8 +159,7 @@ class Worker:
             lock_ms=self.lock_duration,
             max_events=max_events,
             executor=None if inspect.iscoroutinefunction(processor)
-            else ThreadPoolExecutor(self.concurrency,
-                                    thread_name_prefix=f"lazarus-{self.queue_name}"),
+            else DaemonThreadPool(thread_name_prefix=f"lazarus-{self.queue_name}"),
         )  # fmt: skip
 
     def _dlq_options(
@@ -373,7 +377,7 @@ class Worker:
         """Stop claiming, let running jobs finish (up to ``timeout`` seconds, by default
         ``shutdown_timeout``), then release the connection. Jobs still running after the
         timeout are cancelled and handed back to the queue at once (a plain function's thread
-        cannot be stopped: its result is not recorded)."""
+        cannot be stopped: it is abandoned, and its result is not recorded)."""
         self._closing = True
         self._stopping.set()
         self._slot_freed.set()
