@@ -11,7 +11,6 @@ import dataclasses
 import inspect
 import json
 import sys
-import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -21,6 +20,7 @@ from redis.asyncio import Redis
 
 from . import _codec, _scripts
 from ._connection import now_ms
+from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys
 from .errors import DeadLetterError, JobTimeoutError, UnrecoverableError, error_for_code
 from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
@@ -67,6 +67,8 @@ class ExecutionContext:
     lock_ms: int
     max_events: int
     executor: Executor | None
+    max_error_bytes: int
+    max_stack_bytes: int
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
@@ -145,32 +147,6 @@ async def _call(processor: Processor, job: Job, executor: Executor | None) -> An
     return result
 
 
-def format_stack(error: BaseException) -> str:
-    """The traceback as Python prints it, without the caret lines: computing those re-parses
-    every frame's source, which made formatting most of the cost of a failure."""
-    lines = []
-    for cause in _chain(error):
-        lines.append("Traceback (most recent call last):\n")
-        for frame in traceback.extract_tb(cause.__traceback__):
-            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n')
-            if frame.line:
-                lines.append(f"    {frame.line.strip()}\n")
-        lines += traceback.format_exception_only(type(cause), cause)
-    return "".join(lines)
-
-
-def _chain(error: BaseException) -> list[BaseException]:
-    """``error`` and the exceptions it was raised from, the first cause first."""
-    chain = [error]
-    while chain[-1].__cause__ is not None and len(chain) < 10:
-        chain.append(chain[-1].__cause__)
-    return chain[::-1]
-
-
-def _failure_reason(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
-
 def _terminal_reason(exc: BaseException, job: Job) -> DeadLetterReason | None:
     if isinstance(exc, DeadLetterError):
         return "discarded"
@@ -212,8 +188,10 @@ async def _fail(
     ctx: ExecutionContext, claimed: ClaimedJob, error: BaseException, now: int, tail: list[Any]
 ) -> tuple[Outcome, ClaimedJob | None]:
     job = claimed.job
-    reason, error_type = _failure_reason(error), type(error).__name__
-    stack = json.dumps(format_stack(error))
+    reason, error_type = failure_reason(error, ctx.max_error_bytes), type(error).__name__
+    stack = json.dumps(
+        format_stack(error, max_message_bytes=ctx.max_error_bytes, max_bytes=ctx.max_stack_bytes)
+    )
     attempt = json.dumps({
         "attempt": job.attempts_started, "startedAt": job.processed_on or now,
         "finishedAt": now, "worker": ctx.token_base, "outcome": "failed",

@@ -34,6 +34,7 @@ from redis.exceptions import NoScriptError
 from . import _scripts
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
 from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
+from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
 from ._lease import LeaseKeeper
 from ._slot import SlotRunner
@@ -61,9 +62,9 @@ def _block_seconds(timeout: float) -> str:
     return f"{(ms + 0.5) / 1000:.4f}"
 
 
-def _positive(value: object, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{field} must be an int >= 1, got {value!r}")
+def _positive(value: object, field: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
     return value
 
 
@@ -78,7 +79,8 @@ class Worker:
     once; otherwise call :meth:`run`. A worker started before Redis answers keeps trying.
 
     ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
-    unless the job has a ``timeout`` of its own.
+    unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
+    cap the message and the stack trace recorded for each failed attempt.
     """
 
     def __init__(
@@ -99,6 +101,8 @@ class Worker:
         shutdown_timeout: float = 30.0,
         name: str | None = None,
         job_timeout: int | None = None,
+        max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
+        max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -115,13 +119,15 @@ class Worker:
         self.block_timeout = block_timeout
         self.shutdown_timeout = shutdown_timeout
         self.job_timeout = None if job_timeout is None else _positive(job_timeout, "job_timeout")
+        error_cap = _positive(max_error_bytes, "max_error_bytes", MIN_CAP_BYTES)
+        stack_cap = _positive(max_stack_bytes, "max_stack_bytes", MIN_CAP_BYTES)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake_key = self.keys.wake(self.name)
         self._processor = processor
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection, max_connections=None)
         self._check_slots()
-        self._ctx = self._context(processor, max_events)
+        self._ctx = self._context(processor, max_events, error_cap, stack_cap)
         self._held: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
@@ -149,7 +155,9 @@ class Worker:
             if loop is not None:
                 self._run_task = loop.create_task(self.run())
 
-    def _context(self, processor: Processor, max_events: int) -> ExecutionContext:
+    def _context(
+        self, processor: Processor, max_events: int, error_cap: int, stack_cap: int
+    ) -> ExecutionContext:
         dlq = self.dead_letter_queue
         return ExecutionContext(
             client=self._client,
@@ -160,6 +168,8 @@ class Worker:
             max_events=max_events,
             executor=None if inspect.iscoroutinefunction(processor)
             else DaemonThreadPool(thread_name_prefix=f"lazarus-{self.queue_name}"),
+            max_error_bytes=error_cap,
+            max_stack_bytes=stack_cap,
         )  # fmt: skip
 
     def _dlq_options(
