@@ -36,3 +36,15 @@ ERRORS: dict[str, type[Exception]] = {
 async def fail_as_told(job: Job) -> None:
     """Raise the exception named by ``job.data["error"]`` (default ``RuntimeError``)."""
     raise ERRORS.get(job.data.get("error", ""), RuntimeError)(job.data.get("message", "boom"))
+
+
+def mark_then_block(job: Job) -> None:
+    """A plain function: record that the job started, then block its thread for good."""
+    import threading
+
+    import redis
+
+    client = redis.Redis.from_url(os.environ["LAZARUS_REDIS_URL"])
+    client.rpush(job.data["marker"], f"{os.getpid()}")
+    client.close()
+    threading.Event().wait()

@@ -25,10 +25,12 @@ def test_worker_command_requires_a_queue() -> None:
     assert "--queue" in result.output
 
 
-def test_worker_command_reports_unreachable_redis_without_a_traceback() -> None:
-    result = CliRunner().invoke(
-        main, ["worker", "tests.procs:echo", "--queue", "q", "--redis-url", "redis://127.0.0.1:1/0"]
-    )
+def test_worker_command_reports_settings_redis_refuses_in_one_line(redis_url: str) -> None:
+    # An unreachable Redis is waited for (it may start later); a refused setting is not.
+    bad_database = redis_url.rsplit("/", 1)[0] + "/9999"
+    result = CliRunner().invoke(main, ["worker", "tests.procs:echo", "--queue", "q",
+                                       "--redis-url", bad_database])  # fmt: skip
     assert result.exit_code == 1
-    assert "127.0.0.1:1" in result.output
+    assert "refused the connection settings" in result.output
+    assert "DB index is out of range" in result.output
     assert "Traceback" not in result.output

@@ -24,6 +24,7 @@ def test_public_api_is_exactly_these_names() -> None:
         "JobOptions",
         "JobState",
         "JobStateError",
+        "JobTimeoutError",
         "LazarusError",
         "LockLostError",
         "NotADeadLetterError",

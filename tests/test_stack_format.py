@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lazarus._execution import format_stack
+from lazarus._failure import format_stack
 
 
 def test_stack_lists_frames_and_the_cause_first() -> None:
@@ -12,7 +12,7 @@ def test_stack_lists_frames_and_the_cause_first() -> None:
         except KeyError as inner:
             raise ValueError("outer failure") from inner
     except ValueError as exc:
-        text = format_stack(exc)
+        text = format_stack(exc, max_message_bytes=4096, max_bytes=16384)
 
     assert text.startswith("Traceback (most recent call last):")
     assert text.index("KeyError: 'missing'") < text.index("ValueError: outer failure")

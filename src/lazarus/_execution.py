@@ -12,9 +12,9 @@ import dataclasses
 import functools
 import inspect
 import json
-import traceback
+import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
@@ -22,19 +22,30 @@ from redis.asyncio import Redis
 
 from . import _codec, _scripts
 from ._connection import now_ms
+from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys
-from .errors import DeadLetterError, UnrecoverableError, error_for_code
-from .job import DeadLetterReason, Job, fields_from_reply
+from .errors import DeadLetterError, JobTimeoutError, UnrecoverableError, error_for_code
+from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as async_timeout
+else:  # pragma: no cover - redis-py depends on async-timeout before 3.11.3
+    from async_timeout import timeout as async_timeout  # type: ignore[import-not-found]
 
 Processor = Callable[[Job], Any]
 
 
 @dataclasses.dataclass(frozen=True)
 class ClaimedJob:
-    """A job this worker holds, with the lock token that proves it."""
+    """A job this worker holds, with the lock token that proves it.
+
+    ``undecodable`` is set when the stored job could not be read (its payload or options are
+    not valid JSON): the job then has no data and is failed without running.
+    """
 
     job: Job
     token: str
+    undecodable: ValueError | None = None
 
     @functools.cached_property
     def dead_letter_id(self) -> str:
@@ -64,51 +75,84 @@ class ExecutionContext:
     lock_ms: int
     max_events: int
     executor: Executor | None
+    max_error_bytes: int
+    max_stack_bytes: int
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
-    """A claimed job from the ``{id, token, field, value, ...}`` a claim returns."""
+    """A claimed job from the ``{id, token, field, value, ...}`` a claim returns.
+
+    Never raises for what is stored: a job that cannot be read comes back ``undecodable``,
+    so that one bad job can neither stop the worker nor hide the jobs claimed with it.
+    """
     if not reply:
         return None
     items = [v.decode() if isinstance(v, bytes) else v for v in reply]
-    job = Job.from_fields(str(items[0]), fields_from_reply(items[2:]), queue_name)
-    return ClaimedJob(job, str(items[1]))
+    job_id, token = str(items[0]), str(items[1])
+    fields = fields_from_reply(items[2:])
+    try:
+        job = Job.from_fields(job_id, fields, queue_name)
+    except (ValueError, TypeError, KeyError) as exc:  # JSONDecodeError is a ValueError
+        return ClaimedJob(_bare_job(job_id, fields, queue_name), token, _why_undecodable(exc))
+    return ClaimedJob(job, token)
 
 
-async def run_processor(processor: Processor, job: Job, executor: Executor | None) -> Any:
-    """Run ``processor`` on ``job``: awaited if async, else in the worker's thread pool."""
+def _why_undecodable(exc: Exception) -> ValueError:
+    error = ValueError(f"the stored job cannot be decoded: {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+def _bare_job(job_id: str, fields: Mapping[str, str], queue_name: str) -> Job:
+    """What can be read of a job that does not decode: its counters, name and raw bytes."""
+
+    def number(field: str) -> int:
+        try:
+            return int(fields.get(field) or 0)
+        except ValueError:
+            return 0
+
+    try:
+        opts = JobOptions.from_dict(json.loads(fields.get("opts") or "{}"))
+    except (ValueError, TypeError, AttributeError):
+        opts = JobOptions()
+    return Job(
+        id=job_id, name=fields.get("name", ""), original_data=None, opts=opts,
+        queue_name=queue_name, timestamp=number("timestamp"),
+        attempts_made=number("attemptsMade"), attempts_started=number("ats"),
+        processed_on=number("processedOn") or None, raw_data=fields.get("data") or "null",
+        opts_json=fields.get("opts") or "{}",
+    )  # fmt: skip
+
+
+async def run_processor(
+    processor: Processor, job: Job, executor: Executor | None, timeout_ms: int | None
+) -> Any:
+    """Run ``processor`` on ``job``: awaited if async, else in the worker's thread pool.
+
+    Past ``timeout_ms`` the processor is cancelled (an async one) or left to itself (a
+    thread cannot be stopped) and :class:`~lazarus.JobTimeoutError` is raised.
+    """
+    if timeout_ms is None:
+        return await _call(processor, job, executor)
+    deadline = async_timeout(timeout_ms / 1000)
+    try:
+        async with deadline:
+            return await _call(processor, job, executor)
+    except asyncio.TimeoutError:  # the built-in TimeoutError from Python 3.11 on
+        expired = deadline.expired
+        if expired() if callable(expired) else expired:  # a method from 3.11, else a property
+            raise JobTimeoutError(f"job exceeded its timeout of {timeout_ms} ms") from None
+        raise  # the processor's own TimeoutError
+
+
+async def _call(processor: Processor, job: Job, executor: Executor | None) -> Any:
     if inspect.iscoroutinefunction(processor):
         return await processor(job)
     result = await asyncio.get_running_loop().run_in_executor(executor, processor, job)
     if inspect.isawaitable(result):
         return await result
     return result
-
-
-def format_stack(error: BaseException) -> str:
-    """The traceback as Python prints it, without the caret lines: computing those re-parses
-    every frame's source, which made formatting most of the cost of a failure."""
-    lines = []
-    for cause in _chain(error):
-        lines.append("Traceback (most recent call last):\n")
-        for frame in traceback.extract_tb(cause.__traceback__):
-            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n')
-            if frame.line:
-                lines.append(f"    {frame.line.strip()}\n")
-        lines += traceback.format_exception_only(type(cause), cause)
-    return "".join(lines)
-
-
-def _chain(error: BaseException) -> list[BaseException]:
-    """``error`` and the exceptions it was raised from, the first cause first."""
-    chain = [error]
-    while chain[-1].__cause__ is not None and len(chain) < 10:
-        chain.append(chain[-1].__cause__)
-    return chain[::-1]
-
-
-def _failure_reason(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
 
 
 def _terminal_reason(exc: BaseException, job: Job) -> DeadLetterReason | None:
@@ -130,7 +174,8 @@ async def finish(
     ``slot`` names the worker slot whose reply memo the call uses; no other call of the
     worker may use it meanwhile.
 
-    Raises :class:`~lazarus.errors.LockLostError` when the worker no longer owns the job.
+    Raises :class:`~lazarus.errors.LockLostError` when the worker no longer owns the job,
+    :class:`~lazarus.errors.JobNotFoundError` when it was removed meanwhile.
     """
     job, now = claimed.job, now_ms()
     memo = ctx.keys.reply(ctx.token_base, slot)
@@ -156,15 +201,17 @@ async def _fail(
     memo: str,
 ) -> tuple[Outcome, ClaimedJob | None]:  # fmt: skip
     job = claimed.job
-    reason, error_type = _failure_reason(error), type(error).__name__
-    stack = json.dumps(format_stack(error))
+    reason, error_type = failure_reason(error, ctx.max_error_bytes), type(error).__name__
+    stack = json.dumps(
+        format_stack(error, max_message_bytes=ctx.max_error_bytes, max_bytes=ctx.max_stack_bytes)
+    )
     attempt = json.dumps({
         "attempt": job.attempts_started, "startedAt": job.processed_on or now,
         "finishedAt": now, "worker": ctx.token_base, "outcome": "failed",
         "error": reason, "errorType": error_type,
     })  # fmt: skip
     failure = [reason, error_type, stack, attempt]
-    terminal = _terminal_reason(error, job)
+    terminal = "undecodable" if claimed.undecodable else _terminal_reason(error, job)
     job_keys = [*ctx.keys.group, ctx.keys.job(job.id)]
     if terminal is None:
         delay = job.opts.backoff.wait_ms(job.attempts_made + 1) if job.opts.backoff else 0

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from . import _scripts
-from ._connection import TRANSIENT_ERRORS, now_ms
+from ._connection import now_ms
 from ._execution import ExecutionContext
+from ._supervision import Incident
 
 log = logging.getLogger("lazarus.worker")
 
@@ -33,7 +34,7 @@ class LeaseKeeper:
         stalled_interval_ms: int,
         max_stalled_count: int,
         on_lost: Callable[[str, str], None],
-        on_error: Callable[[BaseException], None],
+        on_error: Callable[[BaseException, Incident], None],
     ) -> None:
         self._ctx = ctx
         self._held = held
@@ -42,6 +43,8 @@ class LeaseKeeper:
         self._on_lost = on_lost
         self._on_error = on_error
         self._stop = asyncio.Event()
+        self._renewing = Incident(log, f"queue {ctx.keys.queue}: lease renewal")
+        self._sweeping = Incident(log, f"queue {ctx.keys.queue}: stall sweep")
 
     def stop(self) -> None:
         """Ask :meth:`run` to return; it does at its next pause."""
@@ -88,19 +91,30 @@ class LeaseKeeper:
                 return total
 
     async def run(self) -> None:
-        """Renew and sweep until stopped; transient Redis errors are reported and retried."""
+        """Renew and sweep until stopped. No error ends it: a failed renewal is retried
+        after a short backoff (a lease must not lapse for want of a retry), a failed sweep
+        at the next tick; each failure is reported, the log kept to one line per change."""
         renew_every = max(self._ctx.lock_ms / 2000, 0.01)
         next_sweep = 0.0
         loop = asyncio.get_running_loop()
         while not self._stop.is_set():
-            try:
-                await self.renew()
-                if loop.time() >= next_sweep:
-                    await self.sweep()
-                    next_sweep = loop.time() + self._stalled_interval
-            except TRANSIENT_ERRORS as exc:
-                self._on_error(exc)
+            pause = min(renew_every, self._stalled_interval)
+            # Renew first: after an outage, this worker's expired leases are renewed before
+            # its own sweep could take their jobs back.
+            if not await self._attempt(self.renew, self._renewing):
+                pause = min(pause, self._renewing.backoff())
+            if loop.time() >= next_sweep and await self._attempt(self.sweep, self._sweeping):
+                next_sweep = loop.time() + self._stalled_interval
             # An event, not a bare sleep: cancelling a task inside a Redis call is not always
             # delivered, and stop() must not wait a whole renew period.
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), min(renew_every, self._stalled_interval))
+                await asyncio.wait_for(self._stop.wait(), pause)
+
+    async def _attempt(self, step: Callable[[], Awaitable[object]], incident: Incident) -> bool:
+        try:
+            await step()
+        except Exception as exc:
+            self._on_error(exc, incident)
+            return False
+        incident.succeeded()
+        return True

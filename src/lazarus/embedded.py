@@ -126,6 +126,11 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (for example to pause it with SIGSTOP)."""
+        return self._process.pid if self.running and self._process is not None else None
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
@@ -181,6 +186,10 @@ class EmbeddedRedis:
                     if not chunk:
                         return False
                     reply += chunk
+                    if reply.startswith(b"-NOAUTH"):
+                        # Started with --requirepass, it asks for a password: it is up, and
+                        # ours while our process runs.
+                        return self._process is not None and self._process.poll() is None
         except OSError:
             return False
         found = re.search(rb"\r\nprocess_id:(\d+)\r\n", reply)

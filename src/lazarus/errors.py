@@ -9,7 +9,8 @@ The tree::
     ├── NotADeadLetterError            the job exists but has no dead-letter metadata
     ├── LockLostError                  the worker no longer owns the job it tries to finish
     ├── JobStateError                  the job is not in the state the operation needs
-    └── JobExistsError                 a job with this id already exists
+    ├── JobExistsError                 a job with this id already exists
+    └── JobTimeoutError (TimeoutError) a job ran past its timeout (recorded as its error)
 
     UnrecoverableError (Exception)     raised by a processor: no more retries
     DeadLetterError (UnrecoverableError)  raised by a processor: dead-letter this job now
@@ -53,6 +54,14 @@ class JobStateError(LazarusError):
 
 class JobExistsError(LazarusError):
     """A job with the requested id already exists."""
+
+
+class JobTimeoutError(LazarusError, TimeoutError):
+    """A job ran longer than its ``timeout``: the worker records it as the attempt's error.
+
+    It is retried or dead-lettered like any other failure, and the dead letter's
+    ``error_type`` is ``JobTimeoutError``.
+    """
 
 
 class UnrecoverableError(Exception):

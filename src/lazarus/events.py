@@ -26,7 +26,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from ._connection import TRANSIENT_ERRORS, connect
+from ._connection import TRANSIENT_ERRORS, blocking_ms, connect
 from ._keys import QueueKeys, validate_name
 
 log = logging.getLogger("lazarus.events")
@@ -72,7 +72,9 @@ class QueueEvents:
     async def _read(self) -> list[tuple[str, dict[str, str]]]:
         await self.wait_until_ready()
         reply: Any = await self._client.xread(
-            {self.keys.events: self._last_id or "0-0"}, block=self._block_ms, count=500
+            {self.keys.events: self._last_id or "0-0"},
+            block=blocking_ms(self._client, self._block_ms),
+            count=500,
         )
         entries: list[tuple[str, dict[str, str]]] = []
         for _stream, messages in reply or []:

@@ -16,7 +16,9 @@ from . import _codec
 JobState = Literal[
     "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
 ]
-DeadLetterReason = Literal["attempts_exhausted", "unrecoverable", "stalled", "discarded"]
+DeadLetterReason = Literal[
+    "attempts_exhausted", "unrecoverable", "stalled", "discarded", "undecodable"
+]
 
 MAX_PRIORITY = 2**21
 _BACKOFF_TYPES = ("fixed", "exponential")
@@ -107,9 +109,12 @@ class JobOptions:
     priority: int = 0
     remove_on_complete: Retention = False
     remove_on_fail: Retention = False
+    timeout: int | None = None
 
     def __post_init__(self) -> None:
         _int(self.attempts, "attempts", minimum=1)
+        if self.timeout is not None:
+            _int(self.timeout, "timeout", minimum=1)
         _int(self.delay, "delay", minimum=0)
         _int(self.priority, "priority", minimum=0, maximum=MAX_PRIORITY)
         object.__setattr__(self, "backoff", Backoff.parse(self.backoff))
@@ -135,6 +140,8 @@ class JobOptions:
             out["removeOnComplete"] = _retention_json(self.remove_on_complete)
         if self.remove_on_fail is not False:
             out["removeOnFail"] = _retention_json(self.remove_on_fail)
+        if self.timeout is not None:
+            out["timeout"] = self.timeout
         return out
 
     @classmethod
@@ -146,6 +153,7 @@ class JobOptions:
             priority=raw.get("priority", 0),
             remove_on_complete=raw.get("removeOnComplete", False),
             remove_on_fail=raw.get("removeOnFail", False),
+            timeout=raw.get("timeout"),
         )
 
 

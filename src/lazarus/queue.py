@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple
 from redis.asyncio import Redis
 
 from . import _codec, _scripts
-from ._connection import TRANSIENT_ERRORS, address, connect, now_ms, reports_unavailable
+from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
@@ -31,7 +31,7 @@ BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
-    "remove_on_complete", "remove_on_fail",
+    "remove_on_complete", "remove_on_fail", "timeout",
 }  # fmt: skip
 
 
@@ -120,6 +120,7 @@ class Queue(DeadLetterMixin):
         priority: int = 0,
         remove_on_complete: Any = False,
         remove_on_fail: Any = False,
+        timeout: int | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -127,13 +128,15 @@ class Queue(DeadLetterMixin):
         ``{"type": "fixed" | "exponential", "delay": ms}``; ``delay`` (ms) postpones the first
         run; ``priority`` 1 is the highest (0, the default, means none: such jobs run first,
         in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take ``True``, a count to
-        keep, or ``{"age": seconds, "count": n}``. Adding a ``job_id`` that exists returns
-        the existing job and writes nothing.
+        keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
+        longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
+        ``job_timeout``, if any). Adding a ``job_id`` that exists returns the existing job and
+        writes nothing.
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "priority": priority, "remove_on_complete": remove_on_complete,
-            "remove_on_fail": remove_on_fail,
+            "remove_on_fail": remove_on_fail, "timeout": timeout,
         }  # fmt: skip
         return (await self._add_prepared([self._prepare(name, data, options)]))[0]
 
@@ -438,8 +441,10 @@ async def list_queues(
     client = connect(connection)
     try:
         names = await client.smembers(QueueKeys(prefix, "_").registry)
-    except TRANSIENT_ERRORS as exc:
-        raise RedisUnavailableError(f"cannot reach Redis at {address(client)}: {exc}") from exc
+    except UNREACHABLE_ERRORS as exc:
+        if isinstance(exc, RedisUnavailableError):
+            raise
+        raise unavailable(client, exc) from exc
     finally:
         if not isinstance(connection, Redis):
             await client.aclose()

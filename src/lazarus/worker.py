@@ -9,8 +9,8 @@ Example::
     worker = Worker("emails", send, concurrency=20, dead_letter_queue="emails-dlq")
     await worker.run()          # until worker.close() is awaited elsewhere
 
-Processors may be ``async def`` functions or plain functions (run in a thread pool of
-``concurrency`` threads). A job is processed at least once: make processors idempotent.
+Processors may be ``async def`` functions or plain functions (run in daemon threads, one per
+running job). A job is processed at least once: make processors idempotent.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import socket
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -33,20 +32,22 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from . import _scripts
-from ._connection import TRANSIENT_ERRORS, connect, now_ms, reporting
-from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, parse_claimed
-from ._execution import run_processor as _run_processor
+from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
+from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
+from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
 from ._lease import LeaseKeeper
+from ._slot import SlotRunner
+from ._supervision import Incident, pause, register
+from ._threads import DaemonThreadPool
 from .dead_letter import DeadLetterQueueOptions
-from .errors import LockLostError
+from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
 
 log = logging.getLogger("lazarus.worker")
 
 WorkerEvent = Literal["active", "completed", "failed", "deadLettered", "retrying", "error", "lost"]
 _EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error", "lost")
-MAX_BACKOFF = 5.0
 CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
 BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
 
@@ -61,9 +62,9 @@ def _block_seconds(timeout: float) -> str:
     return f"{(ms + 0.5) / 1000:.4f}"
 
 
-def _positive(value: object, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{field} must be an int >= 1, got {value!r}")
+def _positive(value: object, field: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
     return value
 
 
@@ -75,7 +76,11 @@ class Worker:
     or stalled more than ``max_stalled_count`` times. Without it they go to ``failed``.
 
     With ``autorun`` (the default) a worker created inside a running event loop starts at
-    once; otherwise call :meth:`run`.
+    once; otherwise call :meth:`run`. A worker started before Redis answers keeps trying.
+
+    ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
+    unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
+    cap the message and the stack trace recorded for each failed attempt.
     """
 
     def __init__(
@@ -95,6 +100,9 @@ class Worker:
         max_events: int = DEFAULT_MAX_EVENTS,
         shutdown_timeout: float = 30.0,
         name: str | None = None,
+        job_timeout: int | None = None,
+        max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
+        max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -110,23 +118,16 @@ class Worker:
         self.dead_letter_queue = self._dlq_options(dead_letter_queue)
         self.block_timeout = block_timeout
         self.shutdown_timeout = shutdown_timeout
+        self.job_timeout = None if job_timeout is None else _positive(job_timeout, "job_timeout")
+        error_cap = _positive(max_error_bytes, "max_error_bytes", MIN_CAP_BYTES)
+        stack_cap = _positive(max_stack_bytes, "max_stack_bytes", MIN_CAP_BYTES)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake_key = self.keys.wake(self.name)
         self._processor = processor
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection, max_connections=None)
         self._check_slots()
-        self._ctx = ExecutionContext(
-            client=self._client,
-            keys=self.keys,
-            dlq_keys=QueueKeys(prefix, self.dead_letter_queue.queue_name)
-            if self.dead_letter_queue else None,
-            token_base=self.name,
-            lock_ms=self.lock_duration,
-            max_events=max_events,
-            executor=None if inspect.iscoroutinefunction(processor)
-            else ThreadPoolExecutor(concurrency, thread_name_prefix=f"lazarus-{queue_name}"),
-        )  # fmt: skip
+        self._ctx = self._context(processor, max_events, error_cap, stack_cap)
         self._held: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # Each running job has a slot of its own, whose reply memo its outcome calls use.
@@ -136,6 +137,15 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._listeners: dict[str, list[Callable[..., Any]]] = defaultdict(list)
         self._closing = False
+        self._stopping = asyncio.Event()  # set by close(): ends backoff pauses at once
+        self._starting = False  # registering at start-up: nothing to lose by cancelling
+        where = f"worker {self.name}"
+        self._start_incident = Incident(log, f"{where}: start-up at {address(self._client)}")
+        self._claim_incident = Incident(log, f"{where}: claiming jobs")
+        self._slots = SlotRunner(
+            self._ctx, processor, self.name, self.job_timeout, self._held, self._emit,
+            self._report_error, lambda: self._closing, Incident(log, f"{where}: recording"),
+        )  # fmt: skip
         self._run_task: asyncio.Task[None] | None = None
         self._blocking = False  # in the blocking claim round trip
         self._clock_offset = 0  # this machine's clock minus the server's, in ms
@@ -148,6 +158,23 @@ class Worker:
                 loop = None
             if loop is not None:
                 self._run_task = loop.create_task(self.run())
+
+    def _context(
+        self, processor: Processor, max_events: int, error_cap: int, stack_cap: int
+    ) -> ExecutionContext:
+        dlq = self.dead_letter_queue
+        return ExecutionContext(
+            client=self._client,
+            keys=self.keys,
+            dlq_keys=QueueKeys(self.keys.prefix, dlq.queue_name) if dlq else None,
+            token_base=self.name,
+            lock_ms=self.lock_duration,
+            max_events=max_events,
+            executor=None if inspect.iscoroutinefunction(processor)
+            else DaemonThreadPool(thread_name_prefix=f"lazarus-{self.queue_name}"),
+            max_error_bytes=error_cap,
+            max_stack_bytes=stack_cap,
+        )  # fmt: skip
 
     def _dlq_options(
         self, value: str | DeadLetterQueueOptions | None
@@ -202,7 +229,13 @@ class Worker:
         return self._run_task is not None and not self._run_task.done()
 
     async def run(self) -> None:
-        """Process jobs until :meth:`close`."""
+        """Process jobs until :meth:`close`.
+
+        Redis errors never end it: an unreachable Redis (at start-up too) is retried with
+        backoff, each failure reported to ``error`` listeners and logged without flooding.
+        Only settings Redis refuses (a wrong password, a database index it does not have, a
+        server that does not speak its protocol) raise :class:`RedisUnavailableError`.
+        """
         current = asyncio.current_task()
         if (
             self._run_task is not None
@@ -212,15 +245,8 @@ class Worker:
             await asyncio.shield(self._run_task)
             return
         self._run_task = current
-        # The dead letter queue is registered too: the dead-letter script writes to it without
-        # going through Queue, and list_queues (the CLI, the API, the dashboard) must show it.
-        names = [self.queue_name]
-        if self.dead_letter_queue is not None:
-            names.append(self.dead_letter_queue.queue_name)
-        async with reporting(self._client):  # the first call names an unreachable address
-            await self._client.sadd(self.keys.registry, *names)
-            if self.dead_letter_queue is not None:
-                await self._client.sadd(self.keys.dead_letter_registry, names[-1])
+        if not await self._start_up():
+            return
         keeper = LeaseKeeper(
             self._ctx, lambda: dict(self._held),
             stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,
@@ -238,8 +264,28 @@ class Worker:
             for task in pending:
                 task.cancel()
 
+    async def _start_up(self) -> bool:
+        # The dead letter queue is registered too: the dead-letter script writes to it without
+        # going through Queue, and list_queues (the CLI, the API, the dashboard) must show it.
+        # So is it in the registry of dead letter queues, which DeadLetterView reads.
+        entries = {self.keys.registry: [self.queue_name]}
+        if self.dead_letter_queue is not None:
+            entries[self.keys.registry].append(self.dead_letter_queue.queue_name)
+            entries[self.keys.dead_letter_registry] = [self.dead_letter_queue.queue_name]
+        self._starting = True
+        try:
+            return await register(
+                self._client, entries, incident=self._start_incident,
+                report=self._report_error, stopping=self._stopping,
+            )  # fmt: skip
+        except RedisUnavailableError as exc:  # the settings are wrong: no point in retrying
+            log.error("worker %s: %s", self.name, exc)
+            self._report_error(exc, None)
+            raise
+        finally:
+            self._starting = False
+
     async def _main_loop(self) -> None:
-        failures = 0
         idle = False
         next_due = -1
         while not self._closing:
@@ -256,13 +302,13 @@ class Worker:
                 # Fewer jobs than free slots: the queue is drained for now. A job added from
                 # here on sets the marker, so the next call may block at once.
                 idle = len(claimed) < free
-                failures = 0
-            except TRANSIENT_ERRORS as exc:
-                failures += 1
+            except Exception as exc:  # whatever it is, the loop goes on (after a backoff)
                 idle = False
-                self._report_error(exc)
-                await asyncio.sleep(min(0.1 * 2**failures, MAX_BACKOFF))
+                self._report_error(exc, self._claim_incident)
+                await pause(self._stopping, self._claim_incident.backoff())
                 continue
+            if self._claim_incident.failures:
+                self._claim_incident.succeeded()
             for job in claimed:  # started even when closing: they are claimed
                 self._start(job)
 
@@ -328,7 +374,7 @@ class Worker:
 
     def _start(self, claimed: ClaimedJob) -> None:
         slot = self._free_slots.pop()
-        task = asyncio.create_task(self._work(claimed, slot))
+        task = asyncio.create_task(self._slots.work(claimed, slot))
         self._tasks.add(task)
         task.add_done_callback(lambda done: self._task_done(done, slot))
 
@@ -337,69 +383,15 @@ class Worker:
         self._free_slots.append(slot)
         self._slot_freed.set()
 
-    async def _work(self, claimed: ClaimedJob | None, slot: str) -> None:
-        """Run jobs one after another in this slot while the outcome script hands out more."""
-        while claimed is not None:
-            self._held[claimed.job.id] = claimed.token
-            claimed = await self._execute(claimed, slot)
-
-    async def _execute(self, claimed: ClaimedJob, slot: str) -> ClaimedJob | None:
-        job = claimed.job
-        await self._emit("active", job)
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = await _run_processor(self._processor, job, self._ctx.executor)
-        except Exception as exc:
-            error = exc
-        # No more renewals once the outcome is on its way: a renewal racing the outcome
-        # script would find the job finished and report a lock that was not lost. If
-        # recording outlasts the lease, the job stalls and runs again (at least once).
-        self._held.pop(job.id, None)
-        outcome, next_job = await self._record(claimed, result, error, slot)
-        if outcome is not None:
-            await self._announce(job, outcome)
-        return next_job
-
-    async def _record(
-        self, claimed: ClaimedJob, result: Any, error: BaseException | None, slot: str
-    ) -> tuple[Outcome | None, ClaimedJob | None]:
-        """Record the outcome, retrying transient Redis errors until the lease would expire."""
-        deadline = now_ms() + self.lock_duration
-        attempt = 0
-        while True:
-            try:
-                return await finish(self._ctx, claimed, result, error, not self._closing, slot)
-            except LockLostError as exc:
-                log.warning("worker %s: %s; the outcome is dropped", self.name, exc)
-                await self._emit("lost", claimed.job.id)
-                return None, None
-            except TRANSIENT_ERRORS as exc:
-                attempt += 1
-                self._report_error(exc)
-                if now_ms() >= deadline:
-                    log.error("worker %s: giving up on job %s; it will stall and be retried",
-                              self.name, claimed.job.id)  # fmt: skip
-                    return None, None
-                await asyncio.sleep(min(0.05 * 2**attempt, MAX_BACKOFF))
-
-    async def _announce(self, job: Any, outcome: Outcome) -> None:
-        if outcome.kind == "completed":
-            await self._emit("completed", job, outcome.result)
-        elif outcome.kind == "retrying":
-            await self._emit("retrying", job, outcome.error)
-        else:
-            await self._emit("failed", job, outcome.error)
-            if outcome.kind == "dead_lettered":
-                await self._emit("deadLettered", job, outcome.dead_letter_id)
-
     def _mark_lost(self, job_id: str, token: str) -> None:
         # A job that finished while its lease was being renewed is not lost: it is done.
         if self._held.get(job_id) == token:
             log.warning("worker %s: lost the lock of job %s", self.name, job_id)
 
-    def _report_error(self, exc: BaseException) -> None:
-        log.warning("worker %s: %s: %s", self.name, type(exc).__name__, exc)
+    def _report_error(self, exc: BaseException, incident: Incident | None = None) -> None:
+        """Emit ``error``, and log ``exc`` as part of ``incident`` (without flooding)."""
+        if incident is not None:
+            incident.failed(exc)
         if self._listeners.get("error"):
             # Listeners may be async: run them beside the loop that hit the error.
             task = asyncio.get_running_loop().create_task(self._emit("error", exc))
@@ -409,8 +401,10 @@ class Worker:
     async def close(self, timeout: float | None = None) -> None:
         """Stop claiming, let running jobs finish (up to ``timeout`` seconds, by default
         ``shutdown_timeout``), then release the connection. Jobs still running after the
-        timeout are cancelled; their leases expire and another worker retries them."""
+        timeout are cancelled and handed back to the queue at once (a plain function's thread
+        cannot be stopped: it is abandoned, and its result is not recorded)."""
         self._closing = True
+        self._stopping.set()
         self._slot_freed.set()
         woken = self._blocking and await self._wake()
         loop = asyncio.get_running_loop()
@@ -418,7 +412,7 @@ class Worker:
         # The run() task, unless close() is called from inside it.
         run_task = self._run_task if self._run_task is not asyncio.current_task() else None
         if run_task is not None:
-            if self._blocking and not woken:  # Redis is unreachable: no reply to lose
+            if self._starting or (self._blocking and not woken):  # no reply or job to lose
                 run_task.cancel()
             # run() returns once the jobs in flight are done, renewing their leases meanwhile.
             await asyncio.wait({run_task}, timeout=max(deadline - loop.time(), 0))

@@ -259,4 +259,5 @@ NAMES = (
     "replay_dead_letters",
     "purge_dead_letters",
     "migrate_dead_letters",
+    "release_job",
 )

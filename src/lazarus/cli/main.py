@@ -165,7 +165,8 @@ def worker(
         click.echo("shutting down: waiting for running jobs")
         await w.close()
         stopped.cancel()
-        if run.done() and run.exception() is not None:
+        # close() cancels run() when jobs outlast the shutdown timeout: that is no error.
+        if run.done() and not run.cancelled() and run.exception() is not None:
             raise run.exception()  # type: ignore[misc]
 
     try:

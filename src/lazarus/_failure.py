@@ -1,0 +1,92 @@
+"""The text a failed attempt leaves behind: its message and its stack trace, each capped.
+
+One exception with a message of megabytes, recorded for every attempt, would otherwise make
+dead letters, events and dashboard pages of hundreds of megabytes. A message keeps its
+beginning; a stack keeps its first and last frames (where a failure starts and where it
+ends) and drops the middle. Either way a marker says how much was cut, and cuts fall on
+UTF-8 character boundaries.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+DEFAULT_MAX_ERROR_BYTES = 4 * 1024
+DEFAULT_MAX_STACK_BYTES = 16 * 1024
+MIN_CAP_BYTES = 256  # room for the cut marker and something worth reading
+
+
+def failure_reason(error: BaseException, max_bytes: int) -> str:
+    """The message recorded for ``error``: ``str(error)`` (or its class name when empty),
+    at most ``max_bytes`` bytes of UTF-8."""
+    return cap_text(str(error) or type(error).__name__, max_bytes)
+
+
+def format_stack(error: BaseException, *, max_message_bytes: int, max_bytes: int) -> str:
+    """The traceback as Python prints it, without the caret lines (computing those re-parses
+    every frame's source, which made formatting most of the cost of a failure); each
+    exception's own line is capped at ``max_message_bytes`` and the whole at ``max_bytes``."""
+    lines = []
+    for cause in _chain(error):
+        lines.append("Traceback (most recent call last):\n")
+        for frame in traceback.extract_tb(cause.__traceback__):
+            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n')
+            if frame.line:
+                lines.append(f"    {frame.line.strip()}\n")
+        only = "".join(traceback.format_exception_only(type(cause), cause))
+        lines.append(cap_text(only, max_message_bytes, keep_newline=True))
+    return cap_middle("".join(lines), max_bytes)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from, the first cause first."""
+    chain = [error]
+    while chain[-1].__cause__ is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__)
+    return chain[::-1]
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _fits(text: str, max_bytes: int) -> bool:
+    # A character is at most 4 bytes of UTF-8: short texts need no encoding to be measured.
+    return len(text) * 4 <= max_bytes or len(_utf8(text)) <= max_bytes
+
+
+def cap_text(text: str, max_bytes: int, *, keep_newline: bool = False) -> str:
+    """``text`` cut to its first bytes, with a marker, when longer than ``max_bytes``."""
+    if _fits(text, max_bytes):
+        return text
+    data = _utf8(text)
+    marker = f" [... {{}} of {len(data)} bytes cut]" + ("\n" if keep_newline else "")
+    room = max(max_bytes - len(marker.format(len(data))), 0)
+    head = data[:room].decode("utf-8", "ignore")  # drops a character cut in half
+    return head + marker.format(len(data) - len(_utf8(head)))
+
+
+def cap_middle(text: str, max_bytes: int) -> str:
+    """``text`` without its middle, with a marker, when longer than ``max_bytes``: the head
+    and the tail are kept, each ending (or starting) on a line boundary where one is near."""
+    if _fits(text, max_bytes):
+        return text
+    data = _utf8(text)
+    marker = f"[... {{}} of {len(data)} bytes cut ...]\n"
+    room = max(max_bytes - len(marker.format(len(data))), 0)
+    head = _whole_lines(data[: room // 2], from_end=False).decode("utf-8", "ignore")
+    rest = room - len(_utf8(head))
+    tail = _whole_lines(data[len(data) - rest :] if rest else b"", from_end=True)
+    tail_text = tail.decode("utf-8", "ignore")  # "ignore" drops a character cut in half
+    cut = len(data) - len(_utf8(head)) - len(_utf8(tail_text))
+    return head + marker.format(cut) + tail_text
+
+
+def _whole_lines(chunk: bytes, *, from_end: bool) -> bytes:
+    """``chunk`` trimmed to whole lines: a head to its last newline, a tail from its first,
+    unless that would drop more than half of it (then one long line is cut inside)."""
+    if from_end:
+        start = chunk.find(b"\n") + 1
+        return chunk[start:] if 0 < start <= len(chunk) // 2 else chunk
+    end = chunk.rfind(b"\n") + 1
+    return chunk[:end] if end >= len(chunk) // 2 else chunk

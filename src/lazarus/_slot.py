@@ -1,0 +1,160 @@
+"""A worker's slots: each runs claimed jobs one after another, from the processor to the
+recorded outcome, and nothing a processor raises or Redis answers ends a slot.
+
+- Whatever the processor raises — any ``BaseException``, a ``CancelledError`` of its own
+  included — is a failed attempt, retried or dead-lettered per the job's policy. Only the
+  worker's shutdown cancelling the slot hands the job back to the queue, at once.
+- A job past its timeout fails its attempt with :class:`~lazarus.JobTimeoutError`.
+- Recording an outcome is retried on any Redis error until the job's lease would expire; a
+  job that is gone meanwhile (lock lost, or removed) is reported as ``lost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import _scripts
+from ._connection import now_ms
+from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, run_processor
+from ._supervision import Incident
+from .errors import JobNotFoundError, JobTimeoutError, LockLostError
+from .job import Job
+
+log = logging.getLogger("lazarus.worker")
+
+HAND_BACK_TIMEOUT = 5.0  # seconds a job cut short by shutdown may take to be handed back
+
+
+@dataclasses.dataclass
+class SlotRunner:
+    """What a worker's slots share: its processor, settings and callbacks."""
+
+    ctx: ExecutionContext
+    processor: Processor
+    worker_name: str
+    job_timeout: int | None
+    held: dict[str, str]  # job id -> lock token, for lease renewal
+    emit: Callable[..., Awaitable[None]]
+    report_error: Callable[[BaseException, Incident], None]
+    closing: Callable[[], bool]
+    recording: Incident
+
+    async def work(self, claimed: ClaimedJob | None, slot: str) -> None:
+        """Run jobs one after another in slot ``slot`` (which names its reply memo) while
+        the outcome script hands out more."""
+        while claimed is not None:
+            self.held[claimed.job.id] = claimed.token
+            claimed = await self._execute(claimed, slot)
+
+    async def _execute(self, claimed: ClaimedJob, slot: str) -> ClaimedJob | None:
+        job = claimed.job
+        result: Any = None
+        error: BaseException | None = claimed.undecodable  # then the processor cannot run
+        if error is None:
+            try:
+                await self.emit("active", job)
+                result = await run_processor(
+                    self.processor, job, self.ctx.executor, job.opts.timeout or self.job_timeout
+                )
+            except asyncio.CancelledError as exc:
+                if self._cancelled_by_shutdown():
+                    await self._hand_back(claimed)
+                    raise
+                error = exc  # the processor's own: a failure like any other
+            except BaseException as exc:  # GeneratorExit, SystemExit from a thread, ...
+                error = exc
+        # No more renewals once the outcome is on its way: a renewal racing the outcome
+        # script would find the job finished and report a lock that was not lost. If
+        # recording outlasts the lease, the job stalls and runs again (at least once).
+        self.held.pop(job.id, None)
+        if isinstance(error, JobTimeoutError) and self.ctx.executor is not None:
+            log.warning("worker %s: job %s timed out; its thread cannot be stopped and is "
+                        "abandoned, still running", self.worker_name, job.id)  # fmt: skip
+        # SystemExit or KeyboardInterrupt in the event loop's own thread still ends the
+        # process, once the attempt is recorded.
+        exiting = isinstance(error, (SystemExit, KeyboardInterrupt)) and not self.ctx.executor
+        outcome, next_job = await self._record(claimed, result, error, slot, fetch_next=not exiting)
+        try:
+            if outcome is not None:
+                await self._announce(job, outcome)
+        except asyncio.CancelledError:  # shutdown: the job claimed next has not started
+            if next_job is not None:
+                await self._hand_back(next_job)
+            raise
+        if exiting:
+            raise error  # type: ignore[misc]
+        return next_job
+
+    def _cancelled_by_shutdown(self) -> bool:
+        """Whether the CancelledError at hand is the worker's shutdown (or the event loop's
+        end) cancelling this slot, rather than one the processor raised or let through."""
+        cancelling = getattr(asyncio.current_task(), "cancelling", None)
+        if cancelling is not None:  # Python >= 3.11: a cancel() of this task is pending
+            return bool(cancelling())
+        return self.closing()
+
+    async def _hand_back(self, claimed: ClaimedJob) -> None:
+        """Give a job cut short by shutdown back to the queue at once. If Redis cannot be
+        told, its lease expires and the stall sweep gives it back later."""
+        job_id = claimed.job.id
+        self.held.pop(job_id, None)
+        call = _scripts.load("release_job")(
+            self.ctx.client, self.ctx.keys.group, [job_id, claimed.token, self.ctx.max_events]
+        )
+        try:
+            code = await asyncio.wait_for(call, HAND_BACK_TIMEOUT)
+        except Exception as exc:
+            log.warning("worker %s: cannot hand job %s back (%s); it runs again once its lease "
+                        "expires", self.worker_name, job_id, exc)  # fmt: skip
+            return
+        if code == 0:
+            log.info("worker %s: job %s was cut short by shutdown and is back in the queue",
+                     self.worker_name, job_id)  # fmt: skip
+
+    async def _record(
+        self,
+        claimed: ClaimedJob,
+        result: Any,
+        error: BaseException | None,
+        slot: str,
+        *,
+        fetch_next: bool,
+    ) -> tuple[Outcome | None, ClaimedJob | None]:
+        """Record the outcome, retrying any Redis error until the lease would expire."""
+        deadline = now_ms() + self.ctx.lock_ms
+        incident = self.recording
+        while True:
+            try:
+                recorded = await finish(
+                    self.ctx, claimed, result, error, fetch_next and not self.closing(), slot
+                )
+            except (LockLostError, JobNotFoundError) as exc:
+                log.warning("worker %s: %s; the outcome is dropped", self.worker_name, exc)
+                await self.emit("lost", claimed.job.id)
+                return None, None
+            except Exception as exc:
+                self.report_error(exc, incident)
+                left = deadline - now_ms()
+                if left <= 0:
+                    log.error("worker %s: giving up on job %s; it will stall and be retried",
+                              self.worker_name, claimed.job.id)  # fmt: skip
+                    return None, None
+                await asyncio.sleep(min(incident.backoff(), left / 1000))
+            else:
+                if incident.failures:
+                    incident.succeeded()
+                return recorded
+
+    async def _announce(self, job: Job, outcome: Outcome) -> None:
+        if outcome.kind == "completed":
+            await self.emit("completed", job, outcome.result)
+        elif outcome.kind == "retrying":
+            await self.emit("retrying", job, outcome.error)
+        else:
+            await self.emit("failed", job, outcome.error)
+            if outcome.kind == "dead_lettered":
+                await self.emit("deadLettered", job, outcome.dead_letter_id)
