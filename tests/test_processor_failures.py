@@ -160,6 +160,13 @@ async def test_job_that_cannot_be_decoded_is_dead_lettered_and_the_worker_goes_o
     assert "cannot be decoded" in fields["dlq:failedReason"]
     assert (fields["data"] if field == "data" else fields["dlq:originalOpts"]) == value
     assert await queue.get_job(bad.id) is None
+    # and it can be read like any dead letter, its bytes as they were
+    [listed] = (await dlq.search_dead_letters()).jobs
+    assert listed.id == dead_letter_id
+    assert listed.dead_letter is not None and listed.dead_letter.reason == "undecodable"
+    if field == "data":
+        assert listed.raw_data == value
+        assert listed.original_data is None
 
 
 async def test_job_that_cannot_be_decoded_fails_for_good_without_a_dead_letter_queue(

@@ -245,7 +245,7 @@ class DeadLetterMetadata:
             attempts_made=int(f.get("dlq:attemptsMade") or 0),
             dead_lettered_at=int(f.get("dlq:deadLetteredAt") or 0),
             original_timestamp=int(f.get("dlq:originalTimestamp") or 0),
-            original_opts=json.loads(f.get("dlq:originalOpts") or "{}"),
+            original_opts=_json_or(f.get("dlq:originalOpts"), {}),
             error_type=f.get("dlq:errorType", ""),
             reason=f.get("dlq:reason", "attempts_exhausted"),  # type: ignore[arg-type]
             attempts=[
@@ -303,10 +303,19 @@ class Job:
         """Build a job from its hash fields (decoded to str)."""
         opts_json = f.get("opts") or "{}"
         raw_data = f.get("data") or "null"
+        dead_letter = DeadLetterMetadata.from_fields(f)
+        try:
+            original_data = _codec.decode(raw_data)
+        except ValueError:
+            if dead_letter is None:
+                raise
+            # A dead letter must always be readable: one dead-lettered as undecodable keeps
+            # its bytes (raw_data) but has no decoded payload.
+            original_data = None
         return cls(
             id=job_id,
             name=f.get("name", ""),
-            original_data=_codec.decode(raw_data),
+            original_data=original_data,
             opts=JobOptions.from_dict(json.loads(opts_json)),
             queue_name=queue_name,
             timestamp=int(f.get("timestamp") or f.get("dlq:deadLetteredAt") or 0),
@@ -321,10 +330,19 @@ class Job:
             return_value=_codec.decode(f["returnvalue"]) if "returnvalue" in f else None,
             replay_count=int(f.get("rc") or 0),
             stalled_counter=int(f.get("stalledCounter") or 0),
-            dead_letter=DeadLetterMetadata.from_fields(f),
+            dead_letter=dead_letter,
             raw_data=raw_data,
             opts_json=opts_json,
         )
+
+
+def _json_or(raw: str | None, default: Any) -> Any:
+    """``raw`` decoded, or ``default`` when it is missing or not JSON (a dead letter of a job
+    whose stored options could not be decoded keeps them as they were)."""
+    try:
+        return json.loads(raw) if raw else default
+    except ValueError:
+        return default
 
 
 def _opt_int(value: str | None) -> int | None:
