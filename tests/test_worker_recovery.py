@@ -201,8 +201,10 @@ async def test_lease_renewal_and_stall_sweep_go_on_after_a_memory_pressure_episo
                         stalled_interval=200, block_timeout=0.2)  # fmt: skip
         await asyncio.wait_for(started.wait(), 10)
         orphan = await queue.add("orphan", None)
-        await _scripts.load("claim_jobs")(queue.client, queue.keys.group,
-                                          [now_ms(), "dead-worker", 1500, 1, 100])  # fmt: skip
+        await _scripts.load("claim_jobs")(
+            queue.client, [*queue.keys.group, queue.keys.reply("dead-worker", "claim")],
+            [now_ms(), "dead-worker", 1500, 1, 100, "call-1"],
+        )  # fmt: skip
         assert await queue.get_job_state(orphan.id) == "active"
         refused = on_count(worker, "error", 4)
 
