@@ -34,7 +34,8 @@ def free_port() -> int:
 @contextlib.asynccontextmanager
 async def out_of_memory(client: aioredis.Redis) -> AsyncIterator[None]:
     """Every write is refused with OOM inside the block; the old settings come back after."""
-    old = await client.config_get("maxmemory", "maxmemory-policy")
+    # One name per CONFIG GET: Redis 6.2 takes no more.
+    old = {**await client.config_get("maxmemory"), **await client.config_get("maxmemory-policy")}
     await client.config_set("maxmemory-policy", "noeviction")
     await client.config_set("maxmemory", "1")
     try:

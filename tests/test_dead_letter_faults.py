@@ -18,7 +18,7 @@ from lazarus._keys import QueueKeys
 @contextlib.asynccontextmanager
 async def memory_full(raw: aioredis.Redis) -> AsyncIterator[None]:
     """Redis at its memory limit with eviction off: every write is refused."""
-    old = await raw.config_get("maxmemory*")
+    old = await raw.config_get("maxmemory*")  # (one pattern: Redis 6.2 takes one name)
     await raw.config_set("maxmemory-policy", "noeviction")
     await raw.config_set("maxmemory", 1)
     try:

@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import OutOfMemoryError
 
 from lazarus import _scripts
 from lazarus._keys import QueueKeys
+
+from ..faults import out_of_memory
 
 NOW = 1_000_000
 MAXLEN = 1000
@@ -491,6 +494,26 @@ async def test_a_sweep_never_overwrites_a_dead_letter_that_has_its_id(
     (dl_id,) = await raw.zrange(d.dl_index("s", "pending"), 0, -1)
     assert dl_id != taken
     assert await raw.hget(d.job(dl_id), "dlq:originalJobId") == "a"
+
+
+async def test_extend_locks_renews_leases_while_redis_is_at_its_memory_limit(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    # Given a running job, and Redis refusing every write that could grow memory
+    await add(raw, k, "a")
+    await claim(raw, k)
+    async with out_of_memory(raw):
+        with pytest.raises(OutOfMemoryError):
+            await raw.set(k.base + "probe", "x")  # (the limit is in force)
+
+        # When its worker renews the lease
+        lost = await call(
+            raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", "w1:1"]
+        )
+
+    # Then the lease is renewed: renewal grows nothing, so the limit must not stop it
+    assert lost == []
+    assert await raw.zscore(k.leases, "a") == NOW + 99_000
 
 
 async def test_extend_locks_renews_held_leases_and_reports_lost_ones(

@@ -9,7 +9,14 @@
 
   Returns: the ids whose lock the worker no longer holds (stalled and taken back).
   Events:  none
+
+  Renewal must go on while Redis is at its memory limit, or healthy jobs stall: it only
+  rewrites the scores of existing members, so it never grows memory. Redis refuses a
+  script's first memory-growing command (ZADD) at the limit unless the script has written
+  already; the leading ZREM of a member that cannot exist is such a write, and changes
+  nothing.
 ]]
+redis.call('ZREM', KEYS[1], '')
 local lost = {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
