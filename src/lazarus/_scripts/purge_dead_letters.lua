@@ -23,12 +23,13 @@ local count = 0
 for i = 4, #KEYS do
   local id = ARGV[i - 2]
   local result
-  if redis.call('HEXISTS', KEYS[i], 'dlq:sourceQueue') == 0 then
+  local removed, values = store_remove(KEYS[1], id, KEYS[i])
+  if not values then
     result = (redis.call('EXISTS', KEYS[i]) == 1) and -4 or -1
-  elseif not store_remove(KEYS[1], id, KEYS[i]) then
+  elseif not removed then
     result = -6
   else
-    redis.call('DEL', KEYS[i])
+    redis.call('UNLINK', KEYS[i])
     if #purged < 100 then purged[#purged + 1] = id end
     count = count + 1
     result = 1

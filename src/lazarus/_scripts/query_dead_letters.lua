@@ -43,13 +43,16 @@ local exact = {ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13]}
 local name_prefix, reason_part, text = ARGV[14], ARGV[15], ARGV[16]
 
 -- The drivers: the index keys whose union, in order, holds every possible match (by default
--- the status indexes, which partition the store).
-local drivers, smallest = store_statuses(dl), nil
+-- the status indexes, which partition the store). The smallest exact index drives; the other
+-- exact filters are checked by membership in their index, the smallest first.
+local drivers, smallest, driven_by = store_statuses(dl), nil, 0
+local others = {}
 for i = 1, 5 do
   if exact[i] ~= '' then
     local key = dl .. 'i:' .. STORE_CODES[i] .. ':' .. exact[i]
     local size = redis.call('ZCARD', key)
-    if not smallest or size < smallest then drivers, smallest = {key}, size end
+    others[#others + 1] = {size, key, i}
+    if not smallest or size < smallest then drivers, smallest, driven_by = {key}, size, i end
   end
 end
 -- A name prefix drives the walk through the index of each matching name when that is the
@@ -65,9 +68,14 @@ if name_prefix ~= '' and exact[2] == '' then
       total = total + redis.call('ZCARD', keys[#keys])
     end
     if not smallest or total < smallest then
-      drivers, smallest, prefix_checked = keys, total, true
+      drivers, smallest, prefix_checked, driven_by = keys, total, true, 0
     end
   end
+end
+table.sort(others, function(a, b) return a[1] < b[1] end)
+local checks = {}
+for _, other in ipairs(others) do
+  if other[3] ~= driven_by then checks[#checks + 1] = other[2] end
 end
 
 -- Ids of equal score are compared byte by byte, as a sorted set orders them (Lua's own string
@@ -117,6 +125,10 @@ end
 -- next_chunk(): the next entries of the union of the drivers that are safe to examine, and
 -- whether the walk has reached the end.
 local function next_chunk(n)
+  if #drivers == 1 then  -- already in order: nothing to merge
+    local entries, more = fetch(drivers[1], n)
+    return entries, not more
+  end
   local merged, frontier = {}, nil
   for _, key in ipairs(drivers) do
     local entries, more = fetch(key, n)
@@ -138,21 +150,40 @@ local function next_chunk(n)
   return merged, true
 end
 
+local detail = ARGV[17] == '1'
 local fields = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
   'dlq:deadLetteredAt', 'dlq:failedReason'}
-local function matches(key)
-  local f = redis.call('HMGET', key, unpack(fields, 1, reason_part ~= '' and 7 or 6))
-  if not f[1] then return nil, 0 end
-  f[5] = f[5] or 'pending'
-  for i = 1, 5 do
-    if exact[i] ~= '' and (f[i] or '') ~= exact[i] then return nil, 0 end
+-- members(chunk): for each entry of a chunk of the drivers, whether it is in every index of
+-- the other exact filters: one ZMSCORE per index for the whole chunk.
+local function members(chunk)
+  local alive = {}
+  for n = 1, #chunk do alive[n] = true end
+  if #checks == 0 or #chunk == 0 then return alive end
+  local ids = {}
+  for n, e in ipairs(chunk) do ids[n] = e[2] end
+  for _, index in ipairs(checks) do
+    local scores = redis.call('ZMSCORE', index, unpack(ids))
+    for n = 1, #chunk do
+      if not scores[n] then alive[n] = false end
+    end
   end
-  if not prefix_checked and string.sub(f[2] or '', 1, #name_prefix) ~= name_prefix then
-    return nil, 0
+  return alive
+end
+
+-- matches(id): whether dead letter `id` (in the drivers and the other exact indexes) matches,
+-- its fields when detail is asked (else true), and the bytes of text examined.
+local function matches(id)
+  local key, f = job_prefix .. id, true
+  if detail or not prefix_checked then
+    f = redis.call('HMGET', key, unpack(fields, 1, 6))
+    f[5] = f[5] or 'pending'
+    if not prefix_checked and string.sub(f[2] or '', 1, #name_prefix) ~= name_prefix then
+      return nil, 0
+    end
   end
   local bytes = 0
   if reason_part ~= '' then
-    local failed = f[7] or ''
+    local failed = redis.call('HGET', key, 'dlq:failedReason') or ''
     bytes = #failed
     if not string.find(string.lower(failed), reason_part, 1, true) then return nil, bytes end
   end
@@ -171,14 +202,17 @@ if smallest == 0 then
   done = 1
 else
   while true do
-    local want = math.min(math.max(limit - #found, 16), max_entries - examined, 500)
-    local chunk, at_end = next_chunk(want)
+    -- Sparse matches (other filters to check) are looked for in larger chunks.
+    local want = #checks > 0 and 500 or math.max(limit - #found, 16)
+    local chunk, at_end = next_chunk(math.min(want, max_entries - examined, 500))
+    local alive = members(chunk)
     local stopped = false
-    for _, e in ipairs(chunk) do
-      local f, cost = matches(job_prefix .. e[2])
+    for n, e in ipairs(chunk) do
+      local f, cost = nil, 0
+      if alive[n] then f, cost = matches(e[2]) end
       examined, bytes, last = examined + 1, bytes + cost, e
       if f then
-        if ARGV[17] == '1' then
+        if detail then
           found[#found + 1] = {e[2], f[1], f[2] or '', f[3] or '', f[4] or '', f[5], f[6] or '0',
             string.format('%d', e[1])}
         else

@@ -11,6 +11,7 @@ combination of exact filters is counted by adding counters, without reading entr
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -71,8 +72,10 @@ async def combinations(client: Redis, keys: QueueKeys) -> dict[tuple[str, ...], 
     return found
 
 
+@functools.lru_cache(maxsize=65_536)
 def parse_combination(field: str) -> tuple[str, ...]:
-    """The five values of a count hash field ('<code><byte length>:<value>' per field)."""
+    """The five values of a count hash field ('<code><byte length>:<value>' per field). The
+    same few combinations come back on every count, so parses are kept."""
     raw, values, at = field.encode(), [], 0
     for _ in INDEXED:
         colon = raw.index(b":", at)

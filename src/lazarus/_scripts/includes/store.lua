@@ -46,10 +46,12 @@ local function store_add(dl, id, values, at, origin)
 end
 
 -- store_remove(dl, id, key): take dead letter `id` (hash `key`, still present) out of every
--- index. Returns false when it was not in the store.
+-- index. Returns whether it was in the store, and its values (nil when `key` is not a dead
+-- letter).
 local function store_remove(dl, id, key)
   local values, _, origin = store_values(key)
-  if not values or redis.call('ZREM', dl .. 'i:s:' .. values[5], id) == 0 then return false end
+  if not values then return false, nil end
+  if redis.call('ZREM', dl .. 'i:s:' .. values[5], id) == 0 then return false, values end
   for i = 1, 4 do
     redis.call('ZREM', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], id)
   end
@@ -65,7 +67,7 @@ local function store_remove(dl, id, key)
   if origin ~= '' and redis.call('HGET', dl .. 'o', origin) == id then
     redis.call('HDEL', dl .. 'o', origin)
   end
-  return true
+  return true, values
 end
 
 -- store_statuses(dl): the index key of every status that holds dead letters.
