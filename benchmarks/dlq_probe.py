@@ -62,6 +62,9 @@ class Pause:
     slowest: str
     seconds: float
     judged: bool
+    # Redis's CPU time over the phase divided by its script calls: what one call holds Redis
+    # for on an idle machine, at most (the phase's other commands are counted in too).
+    cpu_per_script_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -102,18 +105,17 @@ class PauseProbe:
         whose pauses are the benchmark's own doing)."""
         self._mark()
         await self._client.slowlog_reset()
+        cpu, scripts = await self.redis_seconds(), await self._script_calls()
         started = time.perf_counter()
         yield
         seconds = time.perf_counter() - started
         worst, count = self._mark()
+        cpu, scripts = await self.redis_seconds() - cpu, await self._script_calls() - scripts
         slowest_ms, slowest = await self._slowest()
-        self.pauses.append(Pause(name, worst * 1000, count, slowest_ms, slowest, seconds, judged))
-        print(
-            f"[{self._label}] {name}: {seconds:.1f} s, worst PING {worst * 1000:.1f} ms, "
-            f"slowest {slowest_ms:.1f} ms {slowest}",
-            file=sys.stderr,
-            flush=True,
-        )
+        per_script = cpu * 1000 / scripts if scripts else None
+        pause = Pause(name, worst * 1000, count, slowest_ms, slowest, seconds, judged, per_script)
+        self.pauses.append(pause)
+        print(f"[{self._label}] {pause}", file=sys.stderr, flush=True)
 
     async def _slowest(self) -> tuple[float, str]:
         entries = await self._client.slowlog_get(1024)
@@ -133,6 +135,10 @@ class PauseProbe:
         a thousand a second)."""
         cpu = await self._client.info("cpu")
         return float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
+
+    async def _script_calls(self) -> int:
+        stats = await self._client.info("commandstats")
+        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
 
     def stop(self) -> None:
         if self._conn is not None and self._process is not None:

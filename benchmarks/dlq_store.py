@@ -32,7 +32,7 @@ async def fill(url: str, client: Redis, queue: Queue, probe: PauseProbe, n: int,
     """Write ``n`` dead letters in the 0.1 layout and migrate them; rows for the migration and
     ``used_memory`` before, after the load and after the migration."""
     memory = {"empty": await used_memory(client)}
-    async with probe.phase(f"load{label}: {n:,} dead letters in the 0.1 layout", judged=False):
+    async with probe.phase(f"load in the 0.1 layout{label} (set-up)", judged=False):
         seconds = await asyncio.to_thread(dlq_data.write_legacy, url, n)
     memory["legacy"] = await used_memory(client)
     async with probe.phase(f"migrate_dead_letters{label}"):
