@@ -85,7 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def one_run(server: EmbeddedRedis, n: int, args: argparse.Namespace,
                   seed: int) -> tuple[list[Row], list[Pause], list[str]]:  # fmt: skip
     """Every measurement of one run at size ``n``, on an empty server."""
-    client = Redis.from_url(server.url)
+    # FLUSHALL of a million replayed jobs takes longer than redis-py's default 5 s timeout.
+    client = Redis.from_url(server.url, socket_timeout=600)
     probe = PauseProbe(server.url, client, label=f"N={n:,}")
     queue = Queue(DLQ, connection=server.url, prefix=PREFIX)
     rng = random.Random(seed)
