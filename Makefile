@@ -15,7 +15,7 @@ FLOOR_TESTS := tests/test_queue.py tests/test_worker.py tests/scripts tests/test
 	tests/test_events.py tests/cli tests/test_embedded.py tests/test_input_fuzz.py \
 	tests/test_obliterate.py
 
-.PHONY: demo test test-redis-py-floor chaos lint check bench bench-self bench-peers format clean
+.PHONY: demo test test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ bench-self: $(VENV)/.installed
 
 bench-peers: $(VENV)/.installed
 	$(PY) benchmarks/peers.py
+
+# The dead letter store with 10k, 100k and 1M dead letters in one dead letter queue
+# (results/dlq_scale.md). Needs about 5 GB of RAM at 1M; long: an hour or more.
+bench-dlq: $(VENV)/.installed
+	$(PY) benchmarks/dlq_scale.py
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .

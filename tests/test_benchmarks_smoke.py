@@ -67,3 +67,49 @@ def test_benchmark_harness_reports_a_positive_figure_for_every_workload(tmp_path
     assert {"cpu", "cores", "python", "redis_server", "date"} <= set(results["machine"])
     table = (tmp_path / "results.md").read_text()
     assert all(row["workload"] in table for row in rows.values())
+
+
+DLQ_SCALE = ROOT / "benchmarks" / "dlq_scale.py"
+DLQ_KINDS = ("none", "source_queue", "name", "error_type", "reason", "status", "rare", "time",
+             "time_error", "prefix")  # fmt: skip
+DLQ_ROWS = {
+    "load", "migrate", "mem.legacy", "mem.store", "mem.hash", "mem.index", "mem.ratio",
+    *(f"{api}.{kind}" for api in ("find", "search", "count") for kind in DLQ_KINDS),
+    "deep.none", "offset.none", "offset.error_type",
+    "substring.reason_common", "substring.reason_none", "substring.payload_common",
+    "substring.payload_none", "substring.walk", "stats.none", "stats.error_type",
+    "http.none", "http.error_type", "http.rare", "http.prefix", "http.page3", "http.substring",
+    "replay", "load (again)", "migrate (again)", "purge",
+}  # fmt: skip
+
+
+@pytest.mark.timeout(180)
+def test_dlq_scale_measures_every_row_and_phase_at_a_tiny_size(tmp_path: Path) -> None:
+    # Given a tiny store (300 dead letters), few queries and a 3-page walk, on the script's
+    # own private Redis
+    out = tmp_path / "dlq_scale.md"
+    command = [sys.executable, str(DLQ_SCALE), "--sizes", "300", "--reps", "3", "--pages", "3",
+               "--out", str(out)]  # fmt: skip
+    server = os.environ.get("LAZARUS_TEST_REDIS_SERVER")
+    if server:
+        command += ["--redis-server", server]
+
+    # When the script runs
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=170)
+
+    # Then it succeeds (it checks the store held 300, then none after replay and purge) and
+    # writes every row with a positive figure, and a pause for every phase
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.with_suffix(".json").read_text())
+    sized = results["sizes"]["300"]
+    rows = {row["key"]: row for row in sized["rows"]}
+    assert set(rows) >= DLQ_ROWS, DLQ_ROWS - set(rows)
+    for key, row in rows.items():
+        assert row["value"] > 0, f"{key}: {row}"
+    assert rows["mem.index"]["met"] is not None
+    phases = {pause["phase"]: pause for pause in sized["pauses"]}
+    assert "migrate_dead_letters" in phases
+    assert "purge_dead_letters, whole store" in phases
+    assert all(pause["pings"] > 0 for pause in phases.values())
+    table = out.read_text()
+    assert all(row["label"] in table for row in rows.values())
