@@ -65,7 +65,7 @@ async def memory_rows(client: Redis, queue: Queue, probe: PauseProbe, n: int,
     dl = queue.keys.dl
     async with probe.phase("memory: MEMORY USAGE of every store key (set-up)", judged=False):
         index = await key_memory(client, dl.replace("[", "\\[") + "*")
-        sample = await client.zrandmember(queue.keys.dl_time, HASH_SAMPLE)
+        sample = await client.zrandmember(queue.keys.dl_index("s", "pending"), HASH_SAMPLE)
         hashes = [int(await client.memory_usage(queue.keys.job(i.decode()), samples=0) or 0)
                   for i in sample]  # fmt: skip
     per_hash = sum(hashes) / len(hashes)
