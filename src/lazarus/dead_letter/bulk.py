@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 Progress = Callable[[int], Any]
 # Acts on one batch of matches, (dead letter id, source queue) each; returns how many it handled.
 Act = Callable[[list[tuple[str, str]]], Awaitable[int]]
-DEFAULT_BATCH = 250
+DEFAULT_BATCH = 100
 
 
 def check_batch(batch_size: object) -> int:

@@ -20,7 +20,7 @@ from .search import DeadLetterPage, Order, Position
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-MIGRATE_BATCH = 500
+MIGRATE_BATCH = 50
 
 
 def _check_limit(limit: object, field: str = "limit") -> int:

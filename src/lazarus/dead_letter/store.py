@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._keys import validate_name
-from .filters import INDEXED, DeadLetterFilter
+from .._keys import glob_escape, validate_name
+from .filters import INDEXED, DeadLetterFilter, combo_key
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 # Counts over several exact fields add up the store's combination counters, while there are
 # at most this many distinct combinations; beyond, they are made by a bounded walk.
 MAX_COMBINATIONS = 50_000
+ONE_READ = 10_000  # count hash fields HSCAN looks at per call (a few ms of Redis at most)
 # The statuses whose dead letters still wait for a decision: what seed 000's count and pages
 # (get_dead_letter_count, get_dead_letter_jobs) cover.
 LIVE_STATUSES = ("pending", "manual", "failed")
@@ -60,16 +62,24 @@ async def count_in(
     return sum(int(c) for c in counts)
 
 
-async def combinations(client: Redis, keys: QueueKeys) -> dict[tuple[str, ...], int] | None:
-    """The store's count of every combination of (source queue, name, error type, reason,
-    status) it holds, read in bounded steps; ``None`` when there are more than
-    :data:`MAX_COMBINATIONS` (then counts that need them are made by a walk)."""
+async def combinations(
+    client: Redis, keys: QueueKeys, flt: DeadLetterFilter
+) -> list[tuple[tuple[str, ...], int]] | None:
+    """The store's counts of the combinations of (source queue, name, error type, reason,
+    status) that can match the exact filters of ``flt``: Redis picks them out of the count
+    hash by pattern (HSCAN MATCH), so only those cross the wire; ``None`` when the hash holds
+    more than :data:`MAX_COMBINATIONS` (then counts that need them are made by a walk)."""
     if int(await client.hlen(keys.dl_counts)) > MAX_COMBINATIONS:
         return None
-    found: dict[tuple[str, ...], int] = {}
-    async for field, count in client.hscan_iter(keys.dl_counts, count=1000):
-        found[parse_combination(_text(field))] = int(count)
-    return found
+    exact = flt.exact()
+    # Fields hold the five parts in order, so the parts a filter names, in order, with
+    # anything between, select a superset of the matches; parsing each removes the rest.
+    parts = [glob_escape(combo_key({code: exact[code]})) for code, _ in INDEXED if code in exact]
+    pattern = "*" + "*".join(parts) + "*" if parts else None
+    return [
+        (parse_combination(_text(f)), int(c))
+        async for f, c in client.hscan_iter(keys.dl_counts, match=pattern, count=ONE_READ)
+    ]
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -85,11 +95,16 @@ def parse_combination(field: str) -> tuple[str, ...]:
     return tuple(values)
 
 
-def _selects(flt: DeadLetterFilter, exact: dict[str, str], values: tuple[str, ...]) -> bool:
-    for (code, _), value in zip(INDEXED, values):
-        if code in exact and exact[code] != value:
-            return False
-    return not flt.name_prefix or values[1].startswith(flt.name_prefix)
+def _selector(flt: DeadLetterFilter) -> Callable[[tuple[str, ...]], bool]:
+    """Whether a combination of values matches the exact filters and name prefix of ``flt``."""
+    exact = flt.exact()
+    wanted = [(i, exact[code]) for i, (code, _) in enumerate(INDEXED) if code in exact]
+    prefix = flt.name_prefix or ""
+
+    def selects(values: tuple[str, ...]) -> bool:
+        return all(values[i] == v for i, v in wanted) and values[1].startswith(prefix)
+
+    return selects
 
 
 async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> int | None:
@@ -106,10 +121,11 @@ async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> 
         return int(await client.zcount(keys.dl_index(*next(iter(exact.items()))), low, high))
     if flt.timed:
         return None
-    found = await combinations(client, keys)
+    found = await combinations(client, keys, flt)
     if found is None:
         return None
-    return sum(count for values, count in found.items() if _selects(flt, exact, values))
+    selects = _selector(flt)
+    return sum(count for values, count in found if selects(values))
 
 
 async def grouped_counts(
@@ -117,13 +133,13 @@ async def grouped_counts(
 ) -> dict[str, dict[str, int]] | None:
     """For each indexed field (by code), the number of matches of ``flt`` per value, from the
     count hash; ``None`` when it has too many combinations. Not for time ranges."""
-    found = await combinations(client, keys)
+    found = await combinations(client, keys, flt)
     if found is None:
         return None
-    exact = flt.exact()
+    selects = _selector(flt)
     groups: dict[str, Counter[str]] = {code: Counter() for code, _ in INDEXED}
-    for values, count in found.items():
-        if count > 0 and _selects(flt, exact, values):
+    for values, count in found:
+        if count > 0 and selects(values):
             for (code, _), value in zip(INDEXED, values):
                 groups[code][value] += count
     return {code: dict(counter) for code, counter in groups.items()}
