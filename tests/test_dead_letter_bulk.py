@@ -519,9 +519,11 @@ class ContestedQueue(Queue):
             await self.rival.purge_dead_letter(matches[-1][0])
             self.stolen += 1
 
-    async def _replay_batch(self, matches: list[tuple[str, str]]) -> int:
+    async def _replay_batch(
+        self, matches: list[tuple[str, str]], registered: set[str] | None = None
+    ) -> int:
         await self._steal(matches)
-        return await super()._replay_batch(matches)
+        return await super()._replay_batch(matches, registered)
 
     async def _purge_batch(self, matches: list[tuple[str, str]]) -> int:
         await self._steal(matches)

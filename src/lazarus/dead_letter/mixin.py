@@ -244,18 +244,27 @@ class DeadLetterMixin:
         )
         if dry_run:
             return await bulk.count_matches(self._client, self.keys, flt)
+        registered: set[str] = set()  # target queues registered by this run already
         return await bulk.run(
-            self._client, self.keys, flt, self._replay_batch,
+            self._client, self.keys, flt,
+            lambda matches: self._replay_batch(matches, registered),
             batch_size=batch, on_progress=on_progress, rate=limit,
         )  # fmt: skip
 
-    async def _replay_batch(self, matches: list[tuple[str, str]]) -> int:
+    async def _replay_batch(
+        self, matches: list[tuple[str, str]], registered: set[str] | None = None
+    ) -> int:
         by_source: dict[str, list[tuple[str, replay.Override]]] = {}
         for dl_id, source in matches:
             by_source.setdefault(source, []).append((dl_id, replay.KEEP))
         done = 0
         for source, items in by_source.items():
-            results = await replay.replay(self._client, self.keys, self.max_events, source, items)
+            results = await replay.replay(
+                self._client, self.keys, self.max_events, source, items,
+                register=registered is None or source not in registered,
+            )  # fmt: skip
+            if registered is not None:
+                registered.add(source)
             done += sum(1 for _, r in results if isinstance(r, str))
         return done
 
@@ -305,7 +314,6 @@ class DeadLetterMixin:
         """Move the dead letters that lazarus 0.1 kept in this queue's waiting list into its
         dead letter store, in bounded batches; returns how many moved. Safe to run again and
         while workers run."""
-        await self._client.sadd(self.keys.dead_letter_registry, self.name)
         remaining = int(await self._client.llen(self.keys.wait))
         moved = 0
         script = _scripts.load("migrate_dead_letters")
@@ -315,6 +323,8 @@ class DeadLetterMixin:
             )
             moved += int(count)
             remaining = 0 if int(looked) == 0 else remaining - int(looked)
+        if moved or await self.get_dead_letter_count():  # a dead letter queue: the view lists it
+            await self._client.sadd(self.keys.dead_letter_registry, self.name)
         return moved
 
 

@@ -43,13 +43,17 @@ async def replay(
     max_events: int,
     target: str,
     items: list[tuple[str, Override]],
+    *,
+    register: bool = True,
 ) -> list[tuple[str, str | int]]:
     """Replay ``(dead letter id, override)`` items into queue ``target``: for each, the new
-    job's id and the state it entered, or an error code."""
+    job's id and the state it entered, or an error code. ``register=False`` when the caller
+    registered ``target`` already (a bulk run, once per target)."""
     target_keys = QueueKeys(keys.prefix, target)
     # Registered first: the registry is another key (another slot on a cluster), and a write
     # after the script could fail after the replay happened. Adding a name twice is harmless.
-    await client.sadd(target_keys.registry, target)
+    if register:
+        await client.sadd(target_keys.registry, target)
     new_ids = [uuid.uuid4().hex for _ in items]
     script_keys = [keys.dl, keys.events, keys.meta, *target_keys.group]
     args: list[Any] = [now_ms(), max_events, target]

@@ -28,7 +28,7 @@ Order = Literal["newest", "oldest"]
 # Per script call: at most this many entries and bytes of text examined, to keep a call within
 # a few milliseconds (benchmarks/dlq_scale.py). Checking exact fields costs one HMGET an entry;
 # a substring search also reads and folds text, so it examines fewer entries per call.
-MAX_ENTRIES = 2000
+MAX_ENTRIES = 1000
 MAX_SEARCH_ENTRIES = 500
 MAX_BYTES = 256 * 1024
 _CURSOR_VERSION = "1"

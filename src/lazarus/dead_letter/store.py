@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # Counts over several exact fields add up the store's combination counters, while there are
 # at most this many distinct combinations; beyond, they are made by a bounded walk.
 MAX_COMBINATIONS = 50_000
-ONE_READ = 10_000  # count hash fields HSCAN looks at per call (a few ms of Redis at most)
+ONE_READ = 1_000  # count hash fields HSCAN matches per call (a few ms of Redis at most)
 # The statuses whose dead letters still wait for a decision: what seed 000's count and pages
 # (get_dead_letter_count, get_dead_letter_jobs) cover.
 LIVE_STATUSES = ("pending", "manual", "failed")
