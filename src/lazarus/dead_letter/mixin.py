@@ -23,12 +23,6 @@ if TYPE_CHECKING:
 MIGRATE_BATCH = 50
 
 
-def _check_limit(limit: object, field: str = "limit") -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise ValueError(f"{field} must be an int from 1 to 10000, got {limit!r}")
-    return limit
-
-
 class DeadLetterMixin:
     """The dead-letter half of :class:`~lazarus.Queue`."""
 
@@ -96,7 +90,7 @@ class DeadLetterMixin:
             while page.next_cursor:
                 page = await dlq.search_dead_letters(flt, cursor=page.next_cursor)
         """
-        flt, limit = check_filter(filter), _check_limit(limit)
+        flt, limit = check_filter(filter), search.check_limit(limit)
         order = search.check_order(order)
         position = None if cursor is None else search.decode_cursor(cursor, order)[0]
         total_task = asyncio.ensure_future(store.exact_count(self._client, self.keys, flt))
@@ -123,7 +117,7 @@ class DeadLetterMixin:
     ) -> list[Job]:
         """Matching dead letters, newest first: at most ``limit`` after skipping ``offset``.
         For deep pages, :meth:`search_dead_letters` with a cursor costs less."""
-        flt, limit = check_filter(filter), _check_limit(limit)
+        flt, limit = check_filter(filter), search.check_limit(limit)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be an int >= 0, got {offset!r}")
         ids: list[str] = []
@@ -237,17 +231,29 @@ class DeadLetterMixin:
         beside it. ``on_progress(done)`` is called after each batch (it may be async);
         ``rate`` caps the dead letters replayed per second.
         """
-        flt, batch, limit = (
-            check_filter(filter),
-            bulk.check_batch(batch_size),
-            bulk.check_rate(rate),
-        )
+        registered: set[str] = set()  # target queues registered by this run already
+        return await self._bulk(
+            filter, lambda matches: self._replay_batch(matches, registered),
+            batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
+        )  # fmt: skip
+
+    async def _bulk(
+        self,
+        filter: DeadLetterFilter | None,
+        act: bulk.Act,
+        *,
+        batch_size: int,
+        on_progress: bulk.Progress | None,
+        rate: float | None,
+        dry_run: bool,
+    ) -> int:
+        """Check a bulk operation's arguments, then count (dry run) or act on the matches."""
+        flt, batch = check_filter(filter), bulk.check_batch(batch_size)
+        limit = bulk.check_rate(rate)
         if dry_run:
             return await bulk.count_matches(self._client, self.keys, flt)
-        registered: set[str] = set()  # target queues registered by this run already
         return await bulk.run(
-            self._client, self.keys, flt,
-            lambda matches: self._replay_batch(matches, registered),
+            self._client, self.keys, flt, act,
             batch_size=batch, on_progress=on_progress, rate=limit,
         )  # fmt: skip
 
@@ -290,16 +296,9 @@ class DeadLetterMixin:
     ) -> int:
         """Delete every dead letter that matches ``filter``, batch by batch, as
         :meth:`replay_all_dead_letters` walks; returns the count."""
-        flt, batch, limit = (
-            check_filter(filter),
-            bulk.check_batch(batch_size),
-            bulk.check_rate(rate),
-        )
-        if dry_run:
-            return await bulk.count_matches(self._client, self.keys, flt)
-        return await bulk.run(
-            self._client, self.keys, flt, self._purge_batch,
-            batch_size=batch, on_progress=on_progress, rate=limit,
+        return await self._bulk(
+            filter, self._purge_batch,
+            batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
         )  # fmt: skip
 
     async def _purge_batch(self, matches: list[tuple[str, str]]) -> int:

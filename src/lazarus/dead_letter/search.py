@@ -69,6 +69,13 @@ class DeadLetterPage:
     total: int | None
 
 
+def check_limit(limit: object) -> int:
+    """A page size: an int from 1 to 10,000."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
+    return limit
+
+
 def check_order(order: object) -> Order:
     if order not in ("newest", "oldest"):
         raise ValueError(f"order must be 'newest' or 'oldest', got {order!r}")

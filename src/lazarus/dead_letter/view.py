@@ -112,8 +112,7 @@ class DeadLetterView:
         """A page of the matches across every dead letter queue, in arrival order, with a
         cursor for the next page (see :meth:`~lazarus.Queue.search_dead_letters`)."""
         flt, order = check_filter(filter), search.check_order(order)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
+        limit = search.check_limit(limit)
         at = None if cursor is None else search.decode_cursor(cursor, order)
         names = await self.dead_letter_queues()
         loop = asyncio.get_running_loop()
