@@ -7,7 +7,7 @@ import redis.asyncio as aioredis
 
 from lazarus._keys import QueueKeys
 
-from .test_transitions import MAXLEN, add, call, claim, events
+from .test_transitions import MAXLEN, NOT_OWNED, add, call, claim, events, not_owned
 
 
 @pytest.fixture
@@ -38,24 +38,11 @@ async def test_release_puts_the_job_first_in_line_without_counting_an_attempt(
     assert (await events(raw, k))[-1] == {"event": "waiting", "jobId": "a"}
 
 
-@pytest.mark.parametrize(
-    ("setup", "token", "code"),
-    [
-        ("none", "w1:1", -1),
-        ("claimed", "other:1", -2),
-        ("unclaimed", "w1:1", -2),
-        ("not-active", "w1:1", -3),
-    ],
-)
+@NOT_OWNED
 async def test_release_refuses_a_worker_that_does_not_own_the_job(
     raw: aioredis.Redis, k: QueueKeys, setup: str, token: str, code: int
 ) -> None:
-    if setup != "none":
-        await add(raw, k, "a")
-    if setup in ("claimed", "not-active"):
-        await claim(raw, k)
-    if setup == "not-active":
-        await raw.lrem(k.active, 0, "a")
+    await not_owned(raw, k, setup)
     before = await raw.lrange(k.wait, 0, -1)
 
     assert await call(raw, "release_job", k.group, ["a", token, MAXLEN]) == code

@@ -72,6 +72,29 @@ def memo(k: QueueKeys) -> str:
     return k.reply("w1", "0")
 
 
+# Job "a" in a state its would-be owner cannot finish, with the token it tries and the code
+# the script answers: gone, held by another worker, never claimed, not in the active list.
+NOT_OWNED = pytest.mark.parametrize(
+    ("setup", "token", "code"),
+    [
+        ("none", "w1:1", -1),
+        ("claimed", "other:1", -2),
+        ("unclaimed", "w1:1", -2),
+        ("not-active", "w1:1", -3),
+    ],
+)
+
+
+async def not_owned(raw: aioredis.Redis, k: QueueKeys, setup: str) -> None:
+    """Set job "a" up as a ``NOT_OWNED`` case says."""
+    if setup != "none":
+        await add(raw, k, "a")
+    if setup in ("claimed", "not-active"):
+        await claim(raw, k)
+    if setup == "not-active":
+        await raw.lrem(k.active, 0, "a")
+
+
 # -- add_jobs ---------------------------------------------------------------------------------
 
 
@@ -218,24 +241,11 @@ async def test_complete_with_remove_now_deletes_the_job(raw: aioredis.Redis, k: 
     assert await raw.zcard(k.completed) == 0
 
 
-@pytest.mark.parametrize(
-    ("setup", "token", "code"),
-    [
-        ("none", "w1:1", -1),
-        ("claimed", "other:1", -2),
-        ("unclaimed", "w1:1", -2),
-        ("not-active", "w1:1", -3),
-    ],
-)
+@NOT_OWNED
 async def test_complete_refuses_a_worker_that_does_not_own_the_job(
     raw: aioredis.Redis, k: QueueKeys, setup: str, token: str, code: int
 ) -> None:
-    if setup != "none":
-        await add(raw, k, "a")
-    if setup in ("claimed", "not-active"):
-        await claim(raw, k)
-    if setup == "not-active":
-        await raw.lrem(k.active, 0, "a")
+    await not_owned(raw, k, setup)
 
     reply = await call(
         raw, "complete_job", [*k.group, k.job("a"), k.completed, memo(k)], complete_args("a", token)
