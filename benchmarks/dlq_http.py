@@ -55,7 +55,7 @@ async def _get(client: httpx.AsyncClient, params: dict[str, Any]) -> Any:
 async def list_route(url: str, prefix: str, probe: PauseProbe, rng: random.Random, reps: int,
                      pages: int) -> tuple[list[Row], list[str]]:  # fmt: skip
     """First pages with filters, a deep page, and a substring filter; rows and notes."""
-    app = create_app(connection=url, prefix=prefix)
+    app = create_app(connection=url, prefix=prefix, auth=False)
     transport = httpx.ASGITransport(app=app)
     rows: list[Row] = []
     notes = []

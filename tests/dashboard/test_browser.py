@@ -86,7 +86,7 @@ async def page(chromium: Path) -> AsyncIterator[Page]:
 
 @pytest.fixture
 async def served(redis_url: str, prefix: str) -> AsyncIterator[str]:
-    async with serving(create_app(connection=redis_url, prefix=prefix)) as url:
+    async with serving(create_app(connection=redis_url, prefix=prefix, auth=False)) as url:
         yield url
 
 
@@ -220,7 +220,7 @@ async def test_signing_in_with_the_token_opens_the_dashboard(
         # When they paste a wrong token, Then they are told so
         await page.get_by_label("API token").fill("guess")
         await page.get_by_role("button", name="Sign in").click()
-        await expect(page.locator(".flash-error")).to_contain_text("not the one")
+        await expect(page.locator(".flash-error")).to_contain_text("not one this server")
 
         # When they paste the right one, Then the overview opens, and the cookie is HttpOnly
         await page.get_by_label("API token").fill(TOKEN)

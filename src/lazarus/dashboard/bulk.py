@@ -94,7 +94,9 @@ async def start_bulk(request: Request, name: str, action: str) -> Response:
             "replay" if action == "replay" else "purge", queue.name, form.to_filter(), rate=rate
         )
     except (LazarusError, ValueError) as exc:
-        return back_to_list(name, fields, f"{BULK_ACTIONS[action]} failed: {exc}", error=True)
+        return back_to_list(
+            request, name, fields, f"{BULK_ACTIONS[action]} failed: {exc}", error=True
+        )
     # The list to go back to afterwards: the same filter, from the newest page.
     back = query({**form.items(), "limit": where.limit})
     return RedirectResponse(f"/dashboard/operations/{operation.id}?{back}", status_code=303)

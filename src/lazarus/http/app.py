@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Iterable
 
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from .. import __version__
 from ..operators import Operators
+from .auth import Credentials, Throttle
+from .guard import DEFAULT_MAX_BODY, LOOPBACK_HOSTS, Guard, GuardSettings
+
+
+def _credentials(token: str | None, tokens: Credentials | str | None) -> Credentials:
+    if isinstance(tokens, str):
+        tokens = Credentials.parse(tokens)
+    if token and tokens:
+        raise ValueError("token, tokens: give one token or a set of named tokens, not both")
+    if token:
+        return Credentials.single(token)
+    return tokens if tokens is not None else Credentials()
 
 
 def create_app(
@@ -17,19 +30,49 @@ def create_app(
     connection: str | Redis | None = None,
     prefix: str = "lazarus",
     token: str | None = None,
+    tokens: Credentials | str | None = None,
+    auth: bool = True,
+    allowed_hosts: Iterable[str] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    session_ttl: int = 12 * 3600,
+    docs: bool = False,
 ) -> FastAPI:
-    """Build the app. ``token``, when set, is required (as ``Authorization: Bearer <token>``)
-    by every state-changing route, and by the dashboard's sign-in.
+    """Build the app.
+
+    Every route but the liveness ``/health`` needs credentials: ``token`` (one token with
+    every right) or ``tokens`` (named tokens with roles, :class:`~lazarus.http.auth.Credentials`
+    or its ``name:role:token`` text), presented as ``Authorization: Bearer <token>`` or through
+    the dashboard's sign-in. ``auth=False`` lets everyone in — for loopback demos and test
+    suites only. ``allowed_hosts`` are the host names the ``Host`` header may carry (default:
+    the loopback names; ``"*"`` for any, behind a proxy that checks it). Bodies over
+    ``max_body_bytes`` are refused before they are read; dashboard sessions last
+    ``session_ttl`` seconds. ``docs`` serves the interactive API documentation at ``/docs``
+    (it loads its scripts from a CDN; ``/openapi.json`` is always served to viewers).
 
     The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
     the bulk operations it runs in the background (``app.state.bulk``); both are closed when
     the app shuts down (its lifespan), which stops running bulk operations."""
     from ..dashboard.views import router as dashboard_router
     from .api import install_error_handlers
+    from ._deps import GUARD_ERRORS
     from .api import router as api_router
+    from .audit import AuditTrail
     from .operations import BulkOperations
 
-    ops = Operators(connection=connection, prefix=prefix, token=token)
+    credentials = _credentials(token, tokens)
+    if auth and not credentials:
+        raise ValueError(
+            "token, tokens: give the app credentials, or pass auth=False for a server that "
+            "only this machine can reach"
+        )
+    if not 1024 <= max_body_bytes <= 1 << 30:
+        raise ValueError(f"max_body_bytes: must be 1 KiB to 1 GiB, not {max_body_bytes}")
+    if not 60 <= session_ttl <= 30 * 86400:
+        raise ValueError(f"session_ttl: must be 60 s to 30 days, not {session_ttl}")
+    hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
+    settings = GuardSettings(credentials, auth, hosts, max_body_bytes, Throttle())
+
+    ops = Operators(connection=connection, prefix=prefix)
     bulk = BulkOperations(ops)
 
     @contextlib.asynccontextmanager
@@ -43,10 +86,17 @@ def create_app(
         version=__version__,
         description="Queues and dead letters of lazarus: inspect, replay and purge.",
         lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url=None,
     )
     app.state.ops = ops
     app.state.bulk = bulk
+    app.state.guard = settings
+    app.state.audit = AuditTrail(ops.client, ops.prefix)
+    app.state.session_ttl = session_ttl
+    app.state.flash_key = secrets.token_bytes(32)
     install_error_handlers(app)
-    app.include_router(api_router)
+    app.include_router(api_router, responses=GUARD_ERRORS)
     app.include_router(dashboard_router)
+    app.add_middleware(Guard, settings=settings, audit=app.state.audit)
     return app
