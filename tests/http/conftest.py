@@ -62,7 +62,9 @@ async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """A client that sends the token."""
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost", headers=AUTH) as c:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://localhost", headers=AUTH
+    ) as c:
         yield c
 
 

@@ -18,7 +18,6 @@ from lazarus import Queue
 from lazarus.cli import main
 from lazarus.cli.serve import is_loopback
 
-
 TOKEN = "a-token-for-the-serve-test"
 
 

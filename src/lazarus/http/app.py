@@ -53,8 +53,8 @@ def create_app(
     the bulk operations it runs in the background (``app.state.bulk``); both are closed when
     the app shuts down (its lifespan), which stops running bulk operations."""
     from ..dashboard.views import router as dashboard_router
-    from .api import install_error_handlers
     from ._deps import GUARD_ERRORS
+    from .api import install_error_handlers
     from .api import router as api_router
     from .audit import AuditTrail
     from .operations import BulkOperations
