@@ -52,11 +52,11 @@ def create_app(
     The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
     the bulk operations it runs in the background (``app.state.bulk``); both are closed when
     the app shuts down (its lifespan), which stops running bulk operations."""
+    from ..audit import AuditTrail
     from ..dashboard.views import router as dashboard_router
     from ._deps import GUARD_ERRORS
     from .api import install_error_handlers
     from .api import router as api_router
-    from .audit import AuditTrail
     from .operations import BulkOperations
 
     credentials = _credentials(token, tokens)

@@ -1,58 +1,25 @@
-"""The audit trail: every request that asks to change something, who asked, and what came of it.
-
-The guard (:mod:`lazarus.http.guard`) records each unsafe request that reaches the app —
-replay, purge, archive, status changes, pause and resume, policies, rules, webhooks, bulk
-operations, from the API and from the dashboard — as one entry of the stream
-``<prefix>:audit``: time, actor and role, method and path (the ids), the query and a summary of
-the body (the filter; secrets such as tokens and CSRF values left out), the response status, an
-outcome (``ok``, ``refused`` or ``error``) and the count the response reported. The stream keeps
-the newest ``max_entries`` and drops entries older than ``retention_ms``.
-
-Read it with ``lazarus audit``, ``GET /api/audit`` (admin) or the dashboard's audit page.
-"""
+"""What the guard records in the audit trail (:mod:`lazarus.audit`) for each unsafe request,
+and ``GET /api/audit``, which reads it (admins only)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import logging
 import time
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
 from starlette.types import Scope
 
-from .._keys import audit_key
+from ..audit import AuditEntry, AuditTrail
 from .auth import Principal
-
-log = logging.getLogger("lazarus.http")
 
 SECRET_FIELDS = frozenset({"token", "csrf", "password", "secret", "authorization"})
 COUNT_FIELDS = ("count", "replayed", "purged", "deleted", "matched", "processed", "pruned")
 MAX_DETAIL = 1024
 
-
-@dataclasses.dataclass(frozen=True)
-class AuditEntry:
-    """One recorded request. ``at`` is in ms since the epoch; ``count`` is what the response
-    said it affected, when it said so."""
-
-    at: int
-    actor: str
-    role: str
-    method: str
-    path: str
-    query: str
-    detail: str
-    status: int
-    outcome: str
-    count: int | None
-    id: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+router = APIRouter(tags=["audit"])
 
 
 def _redacted(fields: dict[str, Any]) -> dict[str, Any]:
@@ -110,60 +77,37 @@ def summarize(
     )
 
 
-class AuditTrail:
-    """Writes and reads the audit stream of one prefix."""
+class AuditEntryOut(BaseModel):
+    """One recorded request (``at`` in ms since the epoch)."""
 
-    def __init__(
-        self,
-        client: Redis,
-        prefix: str,
-        *,
-        max_entries: int = 100_000,
-        retention_ms: int = 90 * 86_400_000,
-    ) -> None:
-        self.client = client
-        self.key = audit_key(prefix)
-        self.max_entries = max_entries
-        self.retention_ms = retention_ms
-
-    async def record(self, entry: AuditEntry) -> None:
-        """Append ``entry``; an unreachable Redis is logged, never raised into a response."""
-        fields = {k: "" if v is None else str(v) for k, v in entry.to_json().items() if k != "id"}
-        oldest = max(0, entry.at - self.retention_ms)
-        try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.xadd(self.key, fields, maxlen=self.max_entries, approximate=True)  # type: ignore[arg-type]
-                pipe.xtrim(self.key, minid=f"{oldest}-0", approximate=True)
-                await pipe.execute()
-        except (RedisError, OSError) as exc:
-            log.error("could not record %s %s by %s in the audit trail: %s",
-                      entry.method, entry.path, entry.actor, exc)  # fmt: skip
-
-    async def read(self, *, limit: int = 50, before: str | None = None) -> list[AuditEntry]:
-        """The newest ``limit`` entries (1 to 1,000), older than the entry id ``before``."""
-        if not 1 <= limit <= 1000:
-            raise ValueError(f"limit: must be 1 to 1,000, not {limit}")
-        top = "+" if before is None else f"({before}"
-        rows = await self.client.xrevrange(self.key, top, "-", count=limit) or []
-        return [_entry(entry_id, fields) for entry_id, fields in rows]
+    id: str
+    at: int
+    actor: str
+    role: str
+    method: str
+    path: str
+    query: str
+    detail: str
+    status: int
+    outcome: str
+    count: int | None
 
 
-def _entry(entry_id: Any, fields: Any) -> AuditEntry:
-    text = {
-        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-        for k, v in fields.items()
-    }
-    count = text.get("count", "")
-    return AuditEntry(
-        at=int(text.get("at", 0)),
-        actor=text.get("actor", ""),
-        role=text.get("role", ""),
-        method=text.get("method", ""),
-        path=text.get("path", ""),
-        query=text.get("query", ""),
-        detail=text.get("detail", ""),
-        status=int(text.get("status", 0)),
-        outcome=text.get("outcome", ""),
-        count=int(count) if count.lstrip("-").isdigit() else None,
-        id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
-    )
+class AuditPage(BaseModel):
+    """The newest entries first; ``next`` is the ``before`` of the next page."""
+
+    entries: list[AuditEntryOut]
+    next: str | None
+
+
+@router.get("/api/audit", summary="The audit trail, newest first (admins only)")
+async def read_audit(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    before: Annotated[str | None, Query(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$")] = None,
+) -> AuditPage:
+    """Every request that asked to change something, who asked, and what came of it."""
+    trail: AuditTrail = request.app.state.audit
+    entries = await trail.read(limit=limit, before=before)
+    last = entries[-1].id if len(entries) == limit else None
+    return AuditPage(entries=[AuditEntryOut(**e.to_json()) for e in entries], next=last)

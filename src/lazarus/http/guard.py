@@ -24,7 +24,8 @@ import re
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .audit import AuditTrail, summarize
+from ..audit import AuditTrail
+from .audit import summarize
 from .auth import ANONYMOUS, Credentials, Principal, Role, Throttle, payloads_visible
 
 log = logging.getLogger("lazarus.http")
