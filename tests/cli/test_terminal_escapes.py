@@ -42,4 +42,6 @@ async def test_list_show_and_json_print_control_characters_escaped(
     assert "\\x1b]0;pwned\\x07" in shown.stdout
     assert "\\x9b31m" in shown.stdout
     # and JSON still decodes to the exact text
-    assert json.loads(as_json.stdout)["failedReason"] == f"boom {HOSTILE}"
+    document = json.loads(as_json.stdout)
+    assert document["deadLetter"]["failedReason"] == f"boom {HOSTILE}"
+    assert document["payload"] == {"text": HOSTILE}
