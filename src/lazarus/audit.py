@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from typing import Any
 
 from redis.asyncio import Redis
@@ -21,6 +22,7 @@ from redis.exceptions import RedisError
 from ._keys import audit_key
 
 log = logging.getLogger("lazarus.audit")
+_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +79,8 @@ class AuditTrail:
         """The newest ``limit`` entries (1 to 1,000), older than the entry id ``before``."""
         if not 1 <= limit <= 1000:
             raise ValueError(f"limit: must be 1 to 1,000, not {limit}")
+        if before is not None and not _ENTRY_ID.fullmatch(before):
+            raise ValueError(f"before: not an audit entry id: {before!r}")
         top = "+" if before is None else f"({before}"
         rows = await self.client.xrevrange(self.key, top, "-", count=limit) or []
         return [_entry(entry_id, fields) for entry_id, fields in rows]
