@@ -35,23 +35,26 @@ def create_app(
     allowed_hosts: Iterable[str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY,
     session_ttl: int = 12 * 3600,
+    failed_tokens_per_minute: int = 10,
     docs: bool = False,
 ) -> FastAPI:
     """Build the app.
 
-    Every route but the liveness ``/health`` needs credentials: ``token`` (one token with
-    every right) or ``tokens`` (named tokens with roles, :class:`~lazarus.http.auth.Credentials`
-    or its ``name:role:token`` text), presented as ``Authorization: Bearer <token>`` or through
-    the dashboard's sign-in. ``auth=False`` lets everyone in — for loopback demos and test
-    suites only. ``allowed_hosts`` are the host names the ``Host`` header may carry (default:
-    the loopback names; ``"*"`` for any, behind a proxy that checks it). Bodies over
-    ``max_body_bytes`` are refused before they are read; dashboard sessions last
-    ``session_ttl`` seconds. ``docs`` serves the interactive API documentation at ``/docs``
-    (it loads its scripts from a CDN; ``/openapi.json`` is always served to viewers).
+        Every route but the liveness ``/health`` needs credentials: ``token`` (one token with
+        every right) or ``tokens`` (named tokens with roles, :class:`~lazarus.http.auth.Credentials`
+        or its ``name:role:token`` text), presented as ``Authorization: Bearer <token>`` or through
+        the dashboard's sign-in. ``auth=False`` lets everyone in — for loopback demos and test
+        suites only. ``allowed_hosts`` are the host names the ``Host`` header may carry (default:
+        the loopback names; ``"*"`` for any, behind a proxy that checks it). Bodies over
+        ``max_body_bytes`` are refused before they are read; dashboard sessions last
+        ``session_ttl`` seconds. A client address that presents more than
+    ``failed_tokens_per_minute`` wrong tokens in a minute is refused (429) until the minute has
+    passed. ``docs`` serves the interactive API documentation at ``/docs``
+        (it loads its scripts from a CDN; ``/openapi.json`` is always served to viewers).
 
-    The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
-    the bulk operations it runs in the background (``app.state.bulk``); both are closed when
-    the app shuts down (its lifespan), which stops running bulk operations."""
+        The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
+        the bulk operations it runs in the background (``app.state.bulk``); both are closed when
+        the app shuts down (its lifespan), which stops running bulk operations."""
     from ..audit import AuditTrail
     from ..dashboard.views import router as dashboard_router
     from ._deps import GUARD_ERRORS
@@ -70,7 +73,12 @@ def create_app(
     if not 60 <= session_ttl <= 30 * 86400:
         raise ValueError(f"session_ttl: must be 60 s to 30 days, not {session_ttl}")
     hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
-    settings = GuardSettings(credentials, auth, hosts, max_body_bytes, Throttle())
+    if not 1 <= failed_tokens_per_minute <= 100_000:
+        raise ValueError(
+            f"failed_tokens_per_minute: must be 1 to 100,000, not {failed_tokens_per_minute}"
+        )
+    throttle = Throttle(limit=failed_tokens_per_minute, window=60.0)
+    settings = GuardSettings(credentials, auth, hosts, max_body_bytes, throttle)
 
     ops = Operators(connection=connection, prefix=prefix)
     bulk = BulkOperations(ops)

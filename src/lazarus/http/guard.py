@@ -72,10 +72,6 @@ class GuardSettings:
     throttle: Throttle = dataclasses.field(default_factory=Throttle)
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 def _host_name(host: str) -> str:
     host = host.strip().lower()
     if host.startswith("["):
@@ -107,6 +103,9 @@ class Guard:
         if refusal is not None:
             status, code, message, extra = refusal
             await _error(send, status, code, message, extra)
+            if self._audited(method, path):
+                principal = scope["state"].get("principal")
+                await self.audit.record(summarize(scope, principal, status, b"", b""))
             return
         principal: Principal | None = scope["state"].get("principal")
         token = payloads_visible.set(principal is None or principal.payloads)
@@ -114,6 +113,10 @@ class Guard:
             await self._call(scope, receive, send, method, path)
         finally:
             payloads_visible.reset(token)
+
+    @staticmethod
+    def _audited(method: str, path: str) -> bool:
+        return method not in SAFE_METHODS and not PUBLIC.match(path)
 
     def _refusal(
         self, scope: Scope, headers: Headers, method: str, path: str
@@ -186,13 +189,8 @@ class Guard:
         self, scope: Scope, receive: Receive, send: Send, method: str, path: str
     ) -> None:
         exchange = _Exchange(receive, send, self.settings.max_body_bytes, not DASHBOARD.match(path))
-        try:
-            await self.app(scope, exchange.receive, exchange.send)
-        except _BodyTooLarge:
-            if not exchange.started:
-                await _error(send, 413, "body_too_large", exchange.too_large, {})
-            exchange.status = 413
-        if method not in SAFE_METHODS and not PUBLIC.match(path):
+        await self.app(scope, exchange.receive, exchange.send)
+        if self._audited(method, path):
             principal = scope.get("state", {}).get("principal")
             reply = bytes(exchange.reply) if exchange.is_json else b""
             entry = summarize(scope, principal, exchange.status, bytes(exchange.body), reply)
@@ -214,20 +212,31 @@ class _Exchange:
         self.body = bytearray()
         self.reply = bytearray()
         self.started = False
+        self.refused = False
         self.status = 0
         self.is_json = False
 
     async def receive(self) -> Message:
+        if self.refused:
+            return {"type": "http.disconnect"}
         message = await self._receive()
         if message["type"] == "http.request":
             chunk = message.get("body", b"")
             self.seen += len(chunk)
             if self.seen > self.limit:
-                raise _BodyTooLarge
+                # Answer now, and tell the app the client went away: whatever it does next
+                # goes nowhere (send drops it).
+                self.refused = True
+                if not self.started:
+                    await _error(self._send, 413, "body_too_large", self.too_large, {})
+                    self.started, self.status = True, 413
+                return {"type": "http.disconnect"}
             self.body.extend(chunk[: max(0, self.KEEP_BODY - len(self.body))])
         return message
 
     async def send(self, message: Message) -> None:
+        if self.refused:
+            return
         if message["type"] == "http.response.start":
             self.started, self.status = True, message["status"]
             raw = list(message.get("headers", []))
