@@ -100,14 +100,13 @@ class Guard:
         method, path = scope["method"], scope["path"]
         scope.setdefault("state", {})
         refusal = self._refusal(scope, headers, method, path)
+        principal: Principal | None = scope["state"].get("principal")
         if refusal is not None:
             status, code, message, extra = refusal
             await _error(send, status, code, message, extra)
             if self._audited(method, path):
-                principal = scope["state"].get("principal")
                 await self.audit.record(summarize(scope, principal, status, b"", b""))
             return
-        principal: Principal | None = scope["state"].get("principal")
         token = payloads_visible.set(principal is None or principal.payloads)
         try:
             await self._call(scope, receive, send, method, path)
