@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -103,3 +105,17 @@ async def csrf_of(client: httpx.AsyncClient, page: str = "/dashboard") -> str:
     token = found.group(1) if found else client.cookies.get(CSRF_COOKIE)
     assert token, "every page with a form carries the CSRF value"
     return token
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture
+def chromium() -> Path:
+    """Debian's Chromium; the browser tests are skipped without it, unless ``CI`` is set."""
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is missing: install Debian's chromium to run the browser tests"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return CHROMIUM

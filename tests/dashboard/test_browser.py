@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import threading
 from collections.abc import AsyncIterator
@@ -25,7 +24,6 @@ from lazarus.http.app import create_app
 from ..conftest import wait_until
 from .conftest import TOKEN, MakeWorker, dead_letter
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -58,16 +56,6 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
         server.should_exit = True
         await asyncio.to_thread(thread.join, 10)
         sock.close()
-
-
-@pytest.fixture
-def chromium() -> Path:
-    if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is missing: install Debian's chromium to run the browser tests"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return CHROMIUM
 
 
 @pytest.fixture

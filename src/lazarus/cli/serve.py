@@ -85,6 +85,9 @@ def allowed(host: str, extra: tuple[str, ...]) -> list[str]:
     type=click.IntRange(1, 100_000),
     help="Concurrent connections before 503s.",
 )
+@click.option("--header-timeout", default=10.0, show_default=True,
+              type=click.FloatRange(0.1, 300),
+              help="Seconds a client may take to send its request headers.")  # fmt: skip
 @click.option("--docs", is_flag=True, help="Serve the interactive API docs at /docs.")
 @click.pass_context
 def serve(
@@ -99,6 +102,7 @@ def serve(
     allowed_host: tuple[str, ...],
     max_body_bytes: int,
     max_connections: int,
+    header_timeout: float,
     docs: bool,
 ) -> None:
     """Serve the HTTP API and the dashboard with uvicorn until SIGTERM or SIGINT.
@@ -137,4 +141,4 @@ def serve(
     if generated:
         click.echo(f"No token configured; this run's token (every right): {generated}")
         click.echo(f"Sign in: http://{shown}:{port}/dashboard/login?token={generated}")
-    run(app, host=host, port=port, max_connections=max_connections)
+    run(app, host=host, port=port, max_connections=max_connections, header_timeout=header_timeout)
