@@ -59,7 +59,7 @@ async def list_route(url: str, prefix: str, probe: PauseProbe, rng: random.Rando
     transport = httpx.ASGITransport(app=app)
     rows: list[Row] = []
     notes = []
-    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         for key, label, make in KINDS:
             calls = [partial(_get, client, make(rng)) for _ in range(reps)]
             async with probe.phase(f"HTTP first page: {label}"):
