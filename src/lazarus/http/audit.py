@@ -77,26 +77,10 @@ def summarize(
     )
 
 
-class AuditEntryOut(BaseModel):
-    """One recorded request (``at`` in ms since the epoch)."""
-
-    id: str
-    at: int
-    actor: str
-    role: str
-    method: str
-    path: str
-    query: str
-    detail: str
-    status: int
-    outcome: str
-    count: int | None
-
-
 class AuditPage(BaseModel):
     """The newest entries first; ``next`` is the ``before`` of the next page."""
 
-    entries: list[AuditEntryOut]
+    entries: list[AuditEntry]
     next: str | None
 
 
@@ -110,4 +94,4 @@ async def read_audit(
     trail: AuditTrail = request.app.state.audit
     entries = await trail.read(limit=limit, before=before)
     last = entries[-1].id if len(entries) == limit else None
-    return AuditPage(entries=[AuditEntryOut(**e.to_json()) for e in entries], next=last)
+    return AuditPage(entries=entries, next=last)
