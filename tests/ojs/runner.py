@@ -9,7 +9,8 @@ from typing import Any
 
 import httpx
 
-from .dsl import MISSING, approx_tolerance, check, render, resolve
+from .dsl import MISSING, render, resolve
+from .matchers import approx_tolerance, check
 
 TOLERANCE_PCT = 50.0
 

@@ -13,6 +13,9 @@ from .envelope import Submission
 from .errors import OjsError
 from .states import TERMINAL
 
+# The attempt's "stack trace" (a JSON string): a cancel has none but its reason.
+STACK = json.dumps("cancelled over OJS")
+
 
 def engine_priority(ojs_priority: int) -> int:
     """lazarus's priority for OJS's: every OJS job is prioritized (1 is lazarus's highest),
@@ -83,7 +86,7 @@ async def _cancel_active(backend: Backend, loaded: Loaded, now: int) -> None:
     reply = await _scripts.load("fail_job")(
         backend.client,
         [*keys.group, keys.job(loaded.id), keys.failed, memo],
-        [loaded.id, token_text, now, "cancelled", "cancelled", "[]", attempt, -1, -1, 1,
+        [loaded.id, token_text, now, "cancelled", "cancelled", STACK, attempt, -1, -1, 1,
          backend.max_events, 0, base, MEMO_LOCK_MS],
     )  # fmt: skip
     if int(reply[0]) != 0:

@@ -93,7 +93,10 @@ def _failure(loaded: Loaded, entry: dict[str, Any], base: str, now: int) -> list
         "attempt": entry["attempt"], "startedAt": started, "finishedAt": now, "worker": base,
         "outcome": "failed", "error": entry["message"], "errorType": entry["type"],
     })  # fmt: skip
-    return [entry["message"], entry["type"], "[]", attempt]
+    # A remote worker sends no stack trace: the attempt's trace is its error line (a JSON
+    # string, as the failure scripts expect).
+    stack = json.dumps(f"{entry['type']}: {entry['message']}")
+    return [entry["message"], entry["type"], stack, attempt]
 
 
 async def _retry(

@@ -63,6 +63,11 @@ class Records:
             await pipe.execute()
         return True
 
+    async def adopt(self, queue: str, job_id: str) -> None:
+        """Index a job that came into ``queue`` without OJS (added by lazarus itself), so
+        that a remote worker that fetched it can report on it."""
+        await self.client.hsetnx(self.index, job_id, queue)
+
     async def forget(self, queue: str, job_id: str) -> None:
         """Undo :meth:`create` (the engine refused the job)."""
         await self.client.delete(self.key(queue, job_id))

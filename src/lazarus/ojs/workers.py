@@ -51,6 +51,8 @@ async def _leased(
 ) -> dict[str, Any]:  # fmt: skip
     """Give a claimed job its own visibility timeout and execution deadline."""
     record = await backend.records.read(queue, job_id)
+    if not record:
+        await backend.records.adopt(queue, job_id)
     now = backend.now()
     visibility = int(record.get("vis") or default_ms)
     if visibility != default_ms:
