@@ -100,14 +100,15 @@ async def test_a_job_a_remote_worker_abandons_is_recovered(
 
     await wait_until(available, message="the abandoned job to be available again")
 
-    # Then another worker gets it (second attempt), and the first one's late ack is refused
+    # Then another worker gets it (second attempt); the first one's late ack is refused
     again = await fetch(client, "alive")
     assert [(j["id"], j["attempt"]) for j in again] == [(job_id, 2)]
-    ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id})
-    assert ack.status_code == 200  # the lease handed out last is the one that counts
-    late = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id})
+    late = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "gone"})
     assert late.status_code == 409
     assert late.json()["error"]["code"] == "conflict"
+    ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "alive"})
+    assert ack.status_code == 200
+    assert (await state_of(client, job_id))["state"] == "completed"
 
 
 async def test_an_attempt_past_its_timeout_fails_and_is_retried(

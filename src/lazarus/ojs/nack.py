@@ -38,9 +38,11 @@ def error_entry(error: Any, attempt: int, now: int) -> dict[str, Any]:
     return entry
 
 
-async def nack(backend: Backend, job_id: str, error: Any, requeue: bool) -> dict[str, Any]:
+async def nack(
+    backend: Backend, job_id: str, error: Any, requeue: bool, worker_id: object = None
+) -> dict[str, Any]:
     """Fail the job's attempt (or hand it back with ``requeue``)."""
-    loaded, token, base = await held(backend, job_id)
+    loaded, token, base = await held(backend, job_id, worker_id)
     if requeue:
         keys = backend.keys(loaded.queue)
         code = await _scripts.load("release_job")(

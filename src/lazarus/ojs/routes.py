@@ -128,7 +128,7 @@ async def fetch(request: Request, backend: OjsBackend) -> Response:
     queues = _queues(body)
     count = _positive(body, "count", 1, 1000)
     visibility = _positive(body, "visibility_timeout_ms", DEFAULT_VISIBILITY_MS, 86_400_000)
-    worker_id = str(body.get("worker_id") or "anonymous")
+    worker_id = str(body.get("worker_id") or workers.ANONYMOUS)
     return ojs_json({"jobs": await workers.fetch(backend, queues, count, worker_id, visibility)})
 
 
@@ -136,7 +136,8 @@ async def fetch(request: Request, backend: OjsBackend) -> Response:
 async def ack(request: Request, backend: OjsBackend) -> Response:
     """ACK: the job completed, with an optional ``result``."""
     body = _object(await json_body(request))
-    return ojs_json(await workers.ack(backend, _job_id(body.get("job_id")), body.get("result")))
+    job_id = _job_id(body.get("job_id"))
+    return ojs_json(await workers.ack(backend, job_id, body.get("result"), body.get("worker_id")))
 
 
 @router.post("/v1/workers/nack", dependencies=_AUTH)

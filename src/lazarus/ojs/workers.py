@@ -20,6 +20,7 @@ from .errors import OjsError
 from .states import iso
 
 DIRECTIVES = ("running", "quiet", "terminate")
+ANONYMOUS = "anonymous"  # the worker id of a fetch that gave none
 
 
 async def fetch(
@@ -71,13 +72,17 @@ async def _leased(
     return loaded.view()
 
 
-async def held(backend: Backend, job_id: str) -> tuple[Loaded, str, str]:
+async def held(backend: Backend, job_id: str, worker_id: object = None) -> tuple[Loaded, str, str]:
     """The job, and the lock token and worker identity of its remote lease; 409 unless the
-    job is active under a lease a fetch handed out."""
+    job is active under a lease a fetch handed out (to ``worker_id``, when both name one:
+    a worker whose lease expired and went to another cannot report on the job)."""
     loaded = await backend.load(job_id)
     token, base = loaded.record.get("token"), loaded.record.get("token_base")
     if loaded.state != "active" or not token or not base:
         raise OjsError(409, "conflict", f"job {job_id!r} is {loaded.state}, not active")
+    holder = loaded.record.get("worker_id")
+    if worker_id and holder and holder != ANONYMOUS and worker_id != holder:
+        raise OjsError(409, "conflict", f"job {job_id!r} is held by another worker now")
     return loaded, token, base
 
 
@@ -86,9 +91,11 @@ def refused(reply: list[Any], job_id: str) -> None:
         raise OjsError(409, "conflict", f"job {job_id!r} is no longer held by this lease")
 
 
-async def ack(backend: Backend, job_id: str, result: Any) -> dict[str, Any]:
+async def ack(
+    backend: Backend, job_id: str, result: Any, worker_id: object = None
+) -> dict[str, Any]:
     """Complete the job with ``result``."""
-    loaded, token, base = await held(backend, job_id)
+    loaded, token, base = await held(backend, job_id, worker_id)
     keys, now = backend.keys(loaded.queue), backend.now()
     value = _codec.encode(result, field="result")
     policy = loaded.job.opts.keep_completed.args() if loaded.job else [-1, -1, 0]
