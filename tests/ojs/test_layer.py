@@ -162,3 +162,18 @@ async def test_a_job_lazarus_added_can_be_fetched_and_acked_over_ojs(
         assert await mail.get_job_state(added.id) == "completed"
         job = await mail.get_job(added.id)
         assert job is not None and job.return_value == 7
+
+
+async def test_an_id_lazarus_gave_a_job_already_is_a_duplicate(
+    client: httpx.AsyncClient, queue: Queue
+) -> None:
+    taken = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+    await queue.add("native", ["x"], job_id=taken)
+
+    response = await client.post("/ojs/v1/jobs", json={
+        "id": taken, "type": "mail.send", "args": [], "options": {"queue": "jobs"}})  # fmt: skip
+
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "duplicate"
+    job = await queue.get_job(taken)
+    assert job is not None and job.name == "native"

@@ -22,7 +22,8 @@ from .records import Records, now_ms
 from .states import envelope, ojs_state
 
 DEFAULT_DEAD_LETTER_QUEUE = "ojs-dead-letter"
-MEMO_LOCK_MS = 30_000  # an outcome's reply memo lives twice this long
+MEMO_LOCK_MS = 30_000
+MAX_CACHED_QUEUES = 1000  # an outcome's reply memo lives twice this long
 
 
 @dataclasses.dataclass
@@ -78,7 +79,9 @@ class Backend:
         """The engine queue ``name`` (cached)."""
         queue = self._queues.get(name)
         if queue is None:
-            queue = self._queues[name] = Queue(name, connection=self.client, prefix=self.prefix)
+            queue = Queue(name, connection=self.client, prefix=self.prefix)
+            if len(self._queues) < MAX_CACHED_QUEUES:  # names come from clients: bounded
+                self._queues[name] = queue
         return queue
 
     def keys(self, name: str) -> QueueKeys:

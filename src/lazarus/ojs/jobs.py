@@ -34,8 +34,11 @@ async def enqueue(backend: Backend, sub: Submission) -> dict[str, Any]:
         fields["vis"] = sub.visibility_ms
     if sub.timeout_ms is not None:
         fields["timeout"] = sub.timeout_ms
+    duplicate = OjsError(409, "duplicate", f"a job with id {sub.id!r} exists already")
+    if await backend.queue(sub.queue).get_job(sub.id) is not None:  # added by lazarus itself
+        raise duplicate
     if not await backend.records.create(sub.queue, sub.id, fields):
-        raise OjsError(409, "duplicate", f"a job with id {sub.id!r} exists already")
+        raise duplicate
     delay = 0 if sub.delay_until_ms is None else max(sub.delay_until_ms - now, 0)
     policy = sub.policy
     try:
