@@ -177,3 +177,22 @@ async def test_an_id_lazarus_gave_a_job_already_is_a_duplicate(
     assert response.json()["error"]["code"] == "duplicate"
     job = await queue.get_job(taken)
     assert job is not None and job.name == "native"
+
+
+async def test_a_worker_on_a_paused_queue_is_told_to_go_quiet(
+    client: httpx.AsyncClient, redis_url: str, prefix: str
+) -> None:
+    # Given a remote worker running a job of 'mail'
+    job_id = await enqueue(client)
+    await fetch(client)
+    beat = {"worker_id": "w1", "active_jobs": [job_id]}
+    assert (await client.post("/ojs/v1/workers/heartbeat", json=beat)).json()["state"] == "running"
+
+    # When the queue is paused
+    async with Queue("mail", connection=redis_url, prefix=prefix) as mail:
+        await mail.pause()
+
+    # Then its next heartbeat says quiet, and its lease is still extended
+    answer = (await client.post("/ojs/v1/workers/heartbeat", json=beat)).json()
+    assert answer["state"] == "quiet"
+    assert answer["jobs_extended"] == [job_id]

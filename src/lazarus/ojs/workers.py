@@ -117,7 +117,8 @@ async def ack(
 async def heartbeat(
     backend: Backend, worker_id: str, job_ids: list[str], visibility_ms: int | None
 ) -> dict[str, Any]:
-    """Extend the leases of the worker's active jobs; answer with the worker's directive."""
+    """Extend the leases of the worker's active jobs; answer with the worker's directive:
+    ``quiet`` when one of them belongs to a paused queue, else ``running``."""
     directive, extended = "running", []
     for job_id in job_ids:
         queue = await backend.records.queue_of(job_id)
@@ -134,6 +135,8 @@ async def heartbeat(
             )  # fmt: skip
             if not lost:
                 extended.append(job_id)
+        if await backend.queue(queue).is_paused():
+            directive = _stronger(directive, "quiet")  # finish the job, fetch no more here
         directive = _stronger(directive, _test_directive(backend, record))
     return {"state": directive, "directive": directive, "jobs_extended": extended,
             "server_time": iso(backend.now())}  # fmt: skip
