@@ -156,8 +156,9 @@ async def test_a_job_lazarus_added_can_be_fetched_and_acked_over_ojs(
         (fetched,) = await fetch(client)
         ack = await client.post("/ojs/v1/workers/ack", json={"job_id": added.id, "result": 7})
 
-        # Then lazarus sees it completed with the result
+        # Then lazarus sees it completed with the result, and the server sweeps its queue
         assert fetched["id"] == added.id and fetched["args"] == ["grace"]
+        assert await mail.client.sismember(f"{prefix}:ojs:queues", "mail")
         assert ack.status_code == 200
         assert await mail.get_job_state(added.id) == "completed"
         job = await mail.get_job(added.id)

@@ -65,8 +65,10 @@ class Records:
 
     async def adopt(self, queue: str, job_id: str) -> None:
         """Index a job that came into ``queue`` without OJS (added by lazarus itself), so
-        that a remote worker that fetched it can report on it."""
+        that a remote worker that fetched it can report on it, and the server sweeps its
+        lease."""
         await self.client.hsetnx(self.index, job_id, queue)
+        await self.client.sadd(self.queues, queue)
 
     async def forget(self, queue: str, job_id: str) -> None:
         """Undo :meth:`create` (the engine refused the job)."""
