@@ -4,12 +4,14 @@ the test-only directives stay off unless asked for."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
+from redis.asyncio import Redis
 
 from lazarus import Queue
 from lazarus.http import create_app
@@ -197,3 +199,23 @@ async def test_a_worker_on_a_paused_queue_is_told_to_go_quiet(
     answer = (await client.post("/ojs/v1/workers/heartbeat", json=beat)).json()
     assert answer["state"] == "quiet"
     assert answer["jobs_extended"] == [job_id]
+
+
+async def test_the_upkeep_stops_promptly_and_reports_an_outage_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given the upkeep of a server whose Redis is unreachable
+    backend = Backend(Redis.from_url("redis://127.0.0.1:1/0"), "t-nowhere")
+    sweeper = Sweeper(backend)
+    sweeper.start()
+
+    # When it has failed for a few ticks and is stopped
+    async def failed_thrice() -> bool:
+        return sweeper.failures >= 3
+
+    await wait_until(failed_thrice, message="three failed ticks")
+    await asyncio.wait_for(sweeper.stop(), 10)
+
+    # Then the outage was reported once, and the upkeep is over
+    assert sum("OJS upkeep failed" in r.getMessage() for r in caplog.records) == 1
+    await backend.client.aclose()

@@ -27,24 +27,39 @@ class Sweeper:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self.failures = 0  # ticks failed in a row
 
     def start(self) -> None:
+        self._stop.clear()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop at the next pause. A cancel is only the fallback: one that lands inside a
+        Redis call is not always delivered, and the app's shutdown must not hang on it."""
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is None:
+            return
+        _, pending = await asyncio.wait({task}, timeout=timeout)
+        if pending:
+            task.cancel()
+            await asyncio.wait({task}, timeout=timeout)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stop.is_set():
             try:
                 await self.tick()
             except Exception as exc:  # Redis away: try again at the next tick
-                log.warning("OJS upkeep failed: %s", exc)
-            await asyncio.sleep(SWEEP_EVERY)
+                if not self.failures:  # one line per outage, not one per tick
+                    log.warning("OJS upkeep failed (retrying every %ss): %s", SWEEP_EVERY, exc)
+                self.failures += 1
+            else:
+                if self.failures:
+                    log.warning("OJS upkeep works again")
+                self.failures = 0
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), SWEEP_EVERY)
 
     async def tick(self) -> None:
         """One round: expired leases, then attempts past their timeout."""
