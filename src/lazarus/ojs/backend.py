@@ -38,6 +38,7 @@ class Loaded:
 
     @property
     def state(self) -> str:
+        """The job's OJS state."""
         return ojs_state(self.engine_state, self.job, self.record)
 
     def view(self) -> dict[str, Any]:
@@ -46,11 +47,13 @@ class Loaded:
 
     @property
     def env(self) -> dict[str, Any]:
+        """The envelope the client sent (empty for a job lazarus added)."""
         value: dict[str, Any] = json.loads(self.record.get("env") or "{}")
         return value
 
     @property
     def policy(self) -> dict[str, Any]:
+        """The job's retry policy as stored (empty: the defaults)."""
         value: dict[str, Any] = json.loads(self.record.get("policy") or "{}")
         return value
 
@@ -85,6 +88,7 @@ class Backend:
         return queue
 
     def keys(self, name: str) -> QueueKeys:
+        """The engine keys of queue ``name``."""
         return self.queue(name).keys
 
     async def load(self, job_id: str) -> Loaded:
@@ -95,6 +99,7 @@ class Backend:
         return await self.load_in(queue_name, job_id)
 
     async def load_in(self, queue_name: str, job_id: str) -> Loaded:
+        """Job ``job_id`` of ``queue_name``, whether or not the engine still has it."""
         queue = self.queue(queue_name)
         job = await queue.get_job(job_id)
         state: JobState = await queue.get_job_state(job_id) if job is not None else "unknown"
@@ -136,4 +141,5 @@ class Backend:
         })  # fmt: skip
 
     def now(self) -> int:
+        """Wall-clock milliseconds, as the engine's scripts take them."""
         return now_ms()

@@ -137,6 +137,7 @@ def install(app: FastAPI) -> None:
     async def headers(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
+        """OJS's headers on every response of the binding."""
         response = await call_next(request)
         response.headers["OJS-Version"] = SPEC_VERSION
         response.headers["X-Request-Id"] = request_id(request)

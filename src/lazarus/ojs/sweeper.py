@@ -31,6 +31,7 @@ class Sweeper:
         self.failures = 0  # ticks failed in a row
 
     def start(self) -> None:
+        """Begin the rounds, in the running event loop."""
         self._stop.clear()
         self._task = asyncio.get_running_loop().create_task(self._run())
 

@@ -87,6 +87,7 @@ async def held(backend: Backend, job_id: str, worker_id: object = None) -> tuple
 
 
 def refused(reply: list[Any], job_id: str) -> None:
+    """409 when an outcome script refused the call (the job left the lease meanwhile)."""
     if int(reply[0]) != 0:
         raise OjsError(409, "conflict", f"job {job_id!r} is no longer held by this lease")
 
