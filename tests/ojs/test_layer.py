@@ -10,10 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from lazarus import Queue
+from lazarus.cli import main
 from lazarus.http import create_app
 from lazarus.ojs import Backend
 from lazarus.ojs.sweeper import Sweeper
@@ -219,3 +221,12 @@ async def test_the_upkeep_stops_promptly_and_reports_an_outage_once(
     # Then the outage was reported once, and the upkeep is over
     assert sum("OJS upkeep failed" in r.getMessage() for r in caplog.records) == 1
     await backend.client.aclose()
+
+
+def test_serve_refuses_a_dead_letter_queue_name_that_is_not_a_queue_name() -> None:
+    result = CliRunner().invoke(
+        main, ["serve", "--dead-letter-queue", "{bad}", "--redis-url", "redis://127.0.0.1:1/0"]
+    )
+
+    assert result.exit_code == 2
+    assert "dead_letter_queue" in result.output
