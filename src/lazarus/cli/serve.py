@@ -28,7 +28,18 @@ def is_loopback(host: str) -> bool:
 @click.option("--token", envvar="LAZARUS_API_TOKEN", default=None,
               help="Bearer token required by state-changing routes (or set LAZARUS_API_TOKEN); "
                    "required to bind a non-loopback address.")  # fmt: skip
-def serve(host: str, port: int, redis_url: str, prefix: str, token: str | None) -> None:
+@click.option("--dead-letter-queue", default="ojs-dead-letter", show_default=True,
+              help="Dead letter queue of jobs enqueued over Open Job Spec (OJS).")  # fmt: skip
+@click.option(
+    "--ojs-test-hooks",
+    is_flag=True,
+    hidden=True,
+    help="Honour the OJS conformance suite's test directives (tests only).",
+)
+def serve(
+    host: str, port: int, redis_url: str, prefix: str, token: str | None,
+    dead_letter_queue: str, ojs_test_hooks: bool,
+) -> None:  # fmt: skip
     """Serve the HTTP API and the dashboard with uvicorn until SIGTERM or SIGINT."""
     if not token and not is_loopback(host):
         raise click.UsageError(
@@ -45,7 +56,13 @@ def serve(host: str, port: int, redis_url: str, prefix: str, token: str | None) 
             f"{exc}; install the server extra: pip install 'lazarus-queue[server]'"
         ) from None
     try:
-        app = create_app(connection=redis_url, prefix=prefix, token=token)
+        app = create_app(
+            connection=redis_url,
+            prefix=prefix,
+            token=token,
+            dead_letter_queue=dead_letter_queue,
+            ojs_test_hooks=ojs_test_hooks,
+        )
     except (TypeError, ValueError) as exc:
         raise click.BadParameter(str(exc)) from None
     click.echo(f"lazarus API on http://{host}:{port} (prefix {prefix!r})")
