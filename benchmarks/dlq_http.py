@@ -20,7 +20,7 @@ from dlq_report import Row
 
 from lazarus.http import create_app
 
-ROUTE = "/ojs/v1/dead-letter"
+ROUTE = "/api/dlq"
 HTTP_PAGE_MS = 50
 PAGE = 50
 KINDS: list[tuple[str, str, Any]] = [

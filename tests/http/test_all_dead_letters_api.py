@@ -69,7 +69,7 @@ async def test_the_dead_letter_queues_are_listed(
 
 
 async def original_id(client: httpx.AsyncClient, dead_letter_id: str) -> str:
-    body: dict[str, Any] = (await client.get(f"/ojs/v1/dead-letter/{dead_letter_id}",
+    body: dict[str, Any] = (await client.get(f"/api/dlq/{dead_letter_id}",
                                              params={"dlq": DLQ})).json()  # fmt: skip
     return str(body["_dlqMeta"]["originalJobId"])
 

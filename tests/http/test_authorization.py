@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from fastapi import FastAPI
+from starlette.routing import Mount
 
 from lazarus.http import create_app
 from lazarus.http.auth import Role
@@ -33,14 +34,33 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/dead-letters/bulk"): OP,
     ("GET", "/api/dead-letters/bulk/{operation_id}"): V,
     **{
-        (method, f"/ojs/v1{admin}/dead-letter{tail}"): role
-        for admin in ("", "/admin")
+        (method, f"/api/dlq{tail}"): role
         for method, tail, role in [
             ("GET", "", V), ("DELETE", "", OP), ("GET", "/count", V), ("GET", "/stats", V),
             ("POST", "/retry", OP), ("GET", "/{id}", V), ("DELETE", "/{id}", OP),
             ("POST", "/{id}/retry", OP),
         ]
     },
+    # Open Job Spec, mounted at /ojs: remote workers need an operator's token
+    ("GET", "/ojs/manifest"): V,
+    ("GET", "/ojs/v1/health"): V,
+    ("POST", "/ojs/v1/jobs"): OP,
+    ("GET", "/ojs/v1/jobs/{job_id}"): V,
+    ("DELETE", "/ojs/v1/jobs/{job_id}"): OP,
+    ("POST", "/ojs/v1/workers/fetch"): OP,
+    ("POST", "/ojs/v1/workers/ack"): OP,
+    ("POST", "/ojs/v1/workers/nack"): OP,
+    ("POST", "/ojs/v1/workers/heartbeat"): OP,
+    ("GET", "/ojs/v1/events"): V,
+    ("GET", "/ojs/v1/dead-letter"): V,
+    ("GET", "/ojs/v1/dead-letter/{job_id}"): V,
+    ("DELETE", "/ojs/v1/dead-letter/{job_id}"): OP,
+    ("POST", "/ojs/v1/dead-letter/{job_id}/retry"): OP,
+    ("GET", "/ojs/v1/admin/dead-letter"): V,
+    ("GET", "/ojs/v1/admin/dead-letter/stats"): V,
+    ("GET", "/ojs/v1/admin/dead-letter/{job_id}"): V,
+    ("DELETE", "/ojs/v1/admin/dead-letter/{job_id}"): OP,
+    ("POST", "/ojs/v1/admin/dead-letter/{job_id}/retry"): OP,
 }  # fmt: skip
 
 TOKENS = {"viewer": "viewer-token-0123456789", "operator": "operator-token-0123456789",
@@ -50,10 +70,19 @@ ROLE_OF = {"viewer": V, "operator": OP, "admin": A}
 
 
 def routes(app: FastAPI) -> list[tuple[str, str]]:
-    """``(method, path)`` of every operation in the app's OpenAPI document."""
-    return sorted(
+    """``(method, path)`` of every operation in the OpenAPI documents of the app and of the
+    apps it mounts (Open Job Spec at ``/ojs``)."""
+    found = [
         (method.upper(), path) for path, item in app.openapi()["paths"].items() for method in item
-    )
+    ]
+    for route in app.routes:
+        if isinstance(route, Mount) and isinstance(route.app, FastAPI):
+            found += [
+                (method.upper(), route.path + path)
+                for path, item in route.app.openapi()["paths"].items()
+                for method in item
+            ]
+    return sorted(found)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from lazarus import Queue
 
 from .conftest import DLQ
 
-BASE = "/ojs/v1/dead-letter"
+BASE = "/api/dlq"
 
 
 async def remaining(dlq: Queue) -> set[str]:

@@ -13,7 +13,7 @@ from lazarus.http.schemas import iso
 
 from .conftest import DLQ
 
-BASE = "/ojs/v1/dead-letter"
+BASE = "/api/dlq"
 
 
 async def listed(client: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
@@ -303,25 +303,3 @@ async def test_stats_of_an_empty_dead_letter_queue_are_zero(client: httpx.AsyncC
         "total": 0, "byType": [], "byErrorType": [], "bySourceQueue": [], "byReason": [],
         "byStatus": [], "oldest": None, "newest": None,
     }  # fmt: skip
-
-
-async def test_admin_alias_answers_the_same_routes(
-    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue
-) -> None:
-    # Given four dead letters
-    admin = "/ojs/v1/admin/dead-letter"
-
-    # When the admin alias lists, reads, counts and deletes
-    listed_admin = await client.get(admin, params={"dlq": DLQ})
-    listed_main = await client.get(BASE, params={"dlq": DLQ})
-    one = await client.get(f"{admin}/{seeded['a']}", params={"dlq": DLQ})
-    stats = await client.get(f"{admin}/stats", params={"dlq": DLQ})
-    deleted = await client.delete(f"{admin}/{seeded['a']}", params={"dlq": DLQ})
-
-    # Then it answers exactly as the main routes do
-    assert listed_admin.status_code == 200
-    assert listed_admin.json() == listed_main.json()
-    assert one.json()["id"] == seeded["a"]
-    assert stats.json()["total"] == 4
-    assert deleted.status_code == 204
-    assert await dlq.get_dead_letter_count() == 3

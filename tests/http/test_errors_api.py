@@ -18,15 +18,19 @@ from lazarus.http import create_app
 
 from .conftest import AUTH, DLQ, TOKEN, MakeWorker
 
-BASE = "/ojs/v1/dead-letter"
+BASE = "/api/dlq"
 HOSTILE = ["a{b", "a}b", "{jobs}", "a b", " ", "\t", "x" * 201]
 MUTATIONS = [
     ("POST", f"{BASE}/some-id/retry"),
     ("DELETE", f"{BASE}/some-id"),
     ("POST", f"{BASE}/retry"),
     ("DELETE", BASE),
-    ("POST", "/ojs/v1/admin/dead-letter/some-id/retry"),
-    ("DELETE", "/ojs/v1/admin/dead-letter"),
+    ("POST", "/ojs/v1/jobs"),
+    ("DELETE", "/ojs/v1/jobs/some-id"),
+    ("POST", "/ojs/v1/workers/fetch"),
+    ("POST", "/ojs/v1/workers/nack"),
+    ("POST", "/ojs/v1/dead-letter/some-id/retry"),
+    ("DELETE", "/ojs/v1/admin/dead-letter/some-id"),
     ("POST", "/api/queues/jobs/pause"),
     ("POST", "/api/queues/jobs/resume"),
 ]

@@ -18,7 +18,7 @@ from .conftest import AUTH, DLQ
 
 VIEWER = "viewer-token-0123456789"
 ADMIN = "admin-token-0123456789"
-BASE = "/ojs/v1/dead-letter"
+BASE = "/api/dlq"
 
 
 @pytest.fixture

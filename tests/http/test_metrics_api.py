@@ -11,7 +11,7 @@ from lazarus.http import create_app
 
 from .conftest import DLQ
 
-BASE = "/ojs/v1/dead-letter"
+BASE = "/api/dlq"
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

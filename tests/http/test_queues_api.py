@@ -201,8 +201,8 @@ async def test_liveness_says_only_whether_redis_answers(
 @pytest.mark.parametrize(
     "path",
     ["/api/queues", "/api/queues/jobs", "/api/queues/jobs/jobs/x", "/metrics",
-     f"/ojs/v1/dead-letter?dlq={DLQ}", f"/ojs/v1/dead-letter/x?dlq={DLQ}",
-     f"/ojs/v1/dead-letter/stats?dlq={DLQ}"],
+     f"/api/dlq?dlq={DLQ}", f"/api/dlq/x?dlq={DLQ}",
+     f"/api/dlq/stats?dlq={DLQ}"],
 )  # fmt: skip
 async def test_every_read_is_503_redis_unavailable_when_redis_is_down(
     unreachable: httpx.AsyncClient, path: str

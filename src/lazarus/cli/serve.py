@@ -89,6 +89,14 @@ def allowed(host: str, extra: tuple[str, ...]) -> list[str]:
               type=click.FloatRange(0.1, 300),
               help="Seconds a client may take to send its request headers.")  # fmt: skip
 @click.option("--docs", is_flag=True, help="Serve the interactive API docs at /docs.")
+@click.option("--dead-letter-queue", default="ojs-dead-letter", show_default=True,
+              help="Dead letter queue of jobs enqueued over Open Job Spec (OJS).")  # fmt: skip
+@click.option(
+    "--ojs-test-hooks",
+    is_flag=True,
+    hidden=True,
+    help="Honour the OJS conformance suite's test directives (tests only).",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -104,6 +112,8 @@ def serve(
     max_connections: int,
     header_timeout: float,
     docs: bool,
+    dead_letter_queue: str,
+    ojs_test_hooks: bool,
 ) -> None:
     """Serve the HTTP API and the dashboard with uvicorn until SIGTERM or SIGINT.
 
@@ -129,7 +139,8 @@ def serve(
         app = create_app(
             connection=redis_url, prefix=prefix, token=single, tokens=named,
             auth=not insecure_no_auth, allowed_hosts=allowed(host, allowed_host),
-            max_body_bytes=max_body_bytes, docs=docs,
+            max_body_bytes=max_body_bytes, docs=docs, dead_letter_queue=dead_letter_queue,
+            ojs_test_hooks=ojs_test_hooks,
         )  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise click.BadParameter(str(exc)) from None

@@ -45,16 +45,21 @@ async def replay(
     items: list[tuple[str, Override]],
     *,
     register: bool = True,
+    new_ids: list[str] | None = None,
 ) -> list[tuple[str, str | int]]:
     """Replay ``(dead letter id, override)`` items into queue ``target``: for each, the new
     job's id and the state it entered, or an error code. ``register=False`` when the caller
-    registered ``target`` already (a bulk run, once per target)."""
+    registered ``target`` already (a bulk run, once per target). ``new_ids`` names the new
+    jobs (one per item; by default fresh ids), e.g. to give a job its original id back."""
     target_keys = QueueKeys(keys.prefix, target)
     # Registered first: the registry is another key (another slot on a cluster), and a write
     # after the script could fail after the replay happened. Adding a name twice is harmless.
     if register:
         await client.sadd(target_keys.registry, target)
-    new_ids = [uuid.uuid4().hex for _ in items]
+    if new_ids is None:
+        new_ids = [uuid.uuid4().hex for _ in items]
+    elif len(new_ids) != len(items):
+        raise ValueError(f"new_ids must have one id per item ({len(items)}), got {len(new_ids)}")
     script_keys = [keys.dl, keys.events, keys.meta, *target_keys.group]
     args: list[Any] = [now_ms(), max_events, target]
     for (dl_id, override), new_id in zip(items, new_ids):

@@ -1,5 +1,5 @@
-"""The JSON API: queues, jobs, dead letters (OJS binding, and across every dead letter
-queue), background bulk operations, health and metrics.
+"""The JSON API: queues, jobs, dead letters (of one dead letter queue, and across every
+dead letter queue), background bulk operations, health and metrics.
 
 ``router`` assembles the route modules; :func:`install_error_handlers` makes every error a
 JSON body ``{"error": {"code": ..., "message": ...}}`` with a stable code:
@@ -42,8 +42,7 @@ from ._deps import REDIS_DOWN, ApiError
 log = logging.getLogger("lazarus.http")
 
 router = APIRouter()
-router.include_router(dead_letters.router, prefix="/ojs/v1/dead-letter")
-router.include_router(dead_letters.router, prefix="/ojs/v1/admin/dead-letter")
+router.include_router(dead_letters.router, prefix="/api/dlq")
 router.include_router(all_dead_letters.router)
 router.include_router(bulk.router)
 router.include_router(queues.router)

@@ -37,55 +37,53 @@ def create_app(
     session_ttl: int = 12 * 3600,
     failed_tokens_per_minute: int = 10,
     docs: bool = False,
+    dead_letter_queue: str | None = None,
+    ojs_test_hooks: bool = False,
 ) -> FastAPI:
     """Build the app.
 
-        Every route but the liveness ``/health`` needs credentials: ``token`` (one token with
-        every right) or ``tokens`` (named tokens with roles, :class:`~lazarus.http.auth.Credentials`
-        or its ``name:role:token`` text), presented as ``Authorization: Bearer <token>`` or through
-        the dashboard's sign-in. ``auth=False`` lets everyone in — for loopback demos and test
-        suites only. ``allowed_hosts`` are the host names the ``Host`` header may carry (default:
-        the loopback names; ``"*"`` for any, behind a proxy that checks it). Bodies over
-        ``max_body_bytes`` are refused before they are read; dashboard sessions last
-        ``session_ttl`` seconds. A client address that presents more than
-    ``failed_tokens_per_minute`` wrong tokens in a minute is refused (429) until the minute has
-    passed. ``docs`` serves the interactive API documentation at ``/docs``
-        (it loads its scripts from a CDN; ``/openapi.json`` is always served to viewers).
+    Every route but the liveness ``/health`` needs credentials: ``token`` (one token with
+    every right) or ``tokens`` (named tokens with roles, :class:`~lazarus.http.auth.Credentials`
+    or its ``name:role:token`` text), presented as ``Authorization: Bearer <token>`` or through
+    the dashboard's sign-in. ``auth=False`` lets everyone in — for loopback demos and test
+    suites only. ``allowed_hosts`` are the host names the ``Host`` header may carry (default:
+    the loopback names; ``"*"`` for any, behind a proxy that checks it). Bodies over
+    ``max_body_bytes`` are refused before they are read; dashboard sessions last
+    ``session_ttl`` seconds. A client address that presents more than
+    ``failed_tokens_per_minute`` wrong tokens in a minute is refused (429) until the minute
+    has passed. ``docs`` serves the interactive API documentation at ``/docs`` (it loads its
+    scripts from a CDN; ``/openapi.json`` is served to viewers).
 
-        The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
-        the bulk operations it runs in the background (``app.state.bulk``); both are closed when
-        the app shuts down (its lifespan), which stops running bulk operations."""
+    The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
+    the bulk operations it runs in the background (``app.state.bulk``); both are closed when
+    the app shuts down (its lifespan), which stops running bulk operations.
+
+    The Open Job Spec binding is served at ``/ojs`` (:mod:`lazarus.ojs`); its jobs that end
+    in a dead letter go to ``dead_letter_queue`` (default ``ojs-dead-letter``), and
+    ``ojs_test_hooks`` is for the conformance suite only."""
     from ..audit import AuditTrail
     from ..dashboard.views import router as dashboard_router
+    from ..ojs import DEFAULT_DEAD_LETTER_QUEUE
+    from ..ojs import mount as mount_ojs
     from ._deps import GUARD_ERRORS
     from .api import install_error_handlers
     from .api import router as api_router
     from .operations import BulkOperations
 
-    credentials = _credentials(token, tokens)
-    if auth and not credentials:
-        raise ValueError(
-            "token, tokens: give the app credentials, or pass auth=False for a server that "
-            "only this machine can reach"
-        )
-    if not 1024 <= max_body_bytes <= 1 << 30:
-        raise ValueError(f"max_body_bytes: must be 1 KiB to 1 GiB, not {max_body_bytes}")
+    settings = _guard_settings(
+        token, tokens, auth, allowed_hosts, max_body_bytes, failed_tokens_per_minute
+    )
     if not 60 <= session_ttl <= 30 * 86400:
         raise ValueError(f"session_ttl: must be 60 s to 30 days, not {session_ttl}")
-    hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
-    if not 1 <= failed_tokens_per_minute <= 100_000:
-        raise ValueError(
-            f"failed_tokens_per_minute: must be 1 to 100,000, not {failed_tokens_per_minute}"
-        )
-    throttle = Throttle(limit=failed_tokens_per_minute, window=60.0)
-    settings = GuardSettings(credentials, auth, hosts, max_body_bytes, throttle)
-
     ops = Operators(connection=connection, prefix=prefix)
     bulk = BulkOperations(ops)
+    ojs_upkeep = None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
+        assert ojs_upkeep is not None
+        async with ojs_upkeep:
+            yield
         await bulk.close()  # first: a stopped operation records that it stopped
         await ops.close()
 
@@ -106,5 +104,34 @@ def create_app(
     install_error_handlers(app)
     app.include_router(api_router, responses=GUARD_ERRORS)
     app.include_router(dashboard_router)
+    ojs_upkeep = mount_ojs(
+        app, ops, dead_letter_queue=dead_letter_queue or DEFAULT_DEAD_LETTER_QUEUE,
+        test_hooks=ojs_test_hooks,
+    )  # fmt: skip
     app.add_middleware(Guard, settings=settings, audit=app.state.audit)
     return app
+
+
+def _guard_settings(
+    token: str | None,
+    tokens: Credentials | str | None,
+    auth: bool,
+    allowed_hosts: Iterable[str] | None,
+    max_body_bytes: int,
+    failed_tokens_per_minute: int,
+) -> GuardSettings:
+    credentials = _credentials(token, tokens)
+    if auth and not credentials:
+        raise ValueError(
+            "token, tokens: give the app credentials, or pass auth=False for a server that "
+            "only this machine can reach"
+        )
+    if not 1024 <= max_body_bytes <= 1 << 30:
+        raise ValueError(f"max_body_bytes: must be 1 KiB to 1 GiB, not {max_body_bytes}")
+    if not 1 <= failed_tokens_per_minute <= 100_000:
+        raise ValueError(
+            f"failed_tokens_per_minute: must be 1 to 100,000, not {failed_tokens_per_minute}"
+        )
+    hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
+    throttle = Throttle(limit=failed_tokens_per_minute, window=60.0)
+    return GuardSettings(credentials, auth, hosts, max_body_bytes, throttle)

@@ -1,8 +1,8 @@
-"""The OJS dead-letter binding: list, get, retry and delete dead letters, one or in bulk.
+"""The dead letters of one dead letter queue: list, get, retry and delete, one or in bulk.
 
 Dead letters live in a named dead letter queue, given by the ``dlq`` query parameter of every
-route; OJS's ``queue`` filter is the *source* queue the job failed in. The same router is
-mounted at ``/ojs/v1/dead-letter`` and ``/ojs/v1/admin/dead-letter``.
+route; the ``queue`` filter is the *source* queue the job failed in. Mounted at
+``/api/dlq``; the Open Job Spec's server-wide dead letter routes are in :mod:`lazarus.ojs`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,58 @@
+"""Open Job Spec (OJS) over lazarus: the HTTP binding at Level 0 and Level 1 with the dead
+letter extension, as its own layer over the engine.
+
+:func:`mount` adds the binding to a lazarus app at ``/ojs``; the app's lifespan runs the
+server's upkeep (:class:`~lazarus.ojs.sweeper.Sweeper`) while it serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from .._keys import validate_name
+from ..operators import Operators
+from . import dead_letter_routes, errors, routes
+from .backend import DEFAULT_DEAD_LETTER_QUEUE, Backend
+from .dead_letters import DeadLetters
+from .sweeper import Sweeper
+
+__all__ = ["DEFAULT_DEAD_LETTER_QUEUE", "Backend", "mount"]
+
+
+def mount(
+    app: FastAPI,
+    ops: Operators,
+    *,
+    dead_letter_queue: str = DEFAULT_DEAD_LETTER_QUEUE,
+    test_hooks: bool = False,
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """Serve OJS under ``/ojs`` of ``app``, on ``ops``'s Redis client and prefix; OJS jobs
+    that end in a dead letter go to ``dead_letter_queue``. ``test_hooks`` honours the
+    conformance suite's ``options.metadata.test_directive`` (never in production).
+
+    Returns the context that runs the server's upkeep: enter it in the app's lifespan.
+    """
+    validate_name(dead_letter_queue, "dead_letter_queue")
+    backend = Backend(ops.client, ops.prefix, dead_letter_queue=dead_letter_queue,
+                      test_hooks=test_hooks)  # fmt: skip
+    sub = FastAPI(title="lazarus OJS", openapi_url=None, docs_url=None, redoc_url=None)
+    sub.state.ops = ops  # for the token check shared with the rest of the API
+    sub.state.ojs = backend
+    sub.state.ojs_dead_letters = DeadLetters(backend)
+    errors.install(sub)
+    sub.include_router(routes.router)
+    sub.include_router(dead_letter_routes.router)
+    app.mount("/ojs", sub)
+    return _upkeep(Sweeper(backend))
+
+
+@contextlib.asynccontextmanager
+async def _upkeep(sweeper: Sweeper) -> AsyncIterator[None]:
+    sweeper.start()
+    try:
+        yield
+    finally:
+        await sweeper.stop()

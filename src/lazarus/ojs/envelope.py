@@ -1,0 +1,128 @@
+"""Validation of an OJS enqueue request: the envelope, its options and its retry policy.
+
+Every check raises :class:`~lazarus.ojs.errors.OjsError` naming the field, before anything
+is written. Fields the spec does not define are kept as they are, for forward compatibility.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import OjsError
+from .retry import RetryPolicy, parse_policy
+
+# The spec's segments are [a-z][a-z0-9_]*; hyphens are accepted too, as the conformance
+# suite's own Level 1 cases use them (e.g. 'retry.test.attempt-counter').
+TYPE_RE = re.compile(r"^[a-z][a-z0-9_\-]*(\.[a-z][a-z0-9_\-]*)*$")
+QUEUE_RE = re.compile(r"^[a-z0-9][a-z0-9\-\.]*$")
+UUIDV7_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+MAX_NAME = 255
+SYSTEM_FIELDS = {
+    "state", "attempt", "created_at", "enqueued_at", "started_at", "completed_at",
+    "cancelled_at", "discarded_at", "error", "errors", "result", "specversion",
+}  # fmt: skip
+DEFAULT_VISIBILITY_MS = 30_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """A validated enqueue request."""
+
+    id: str
+    type: str
+    args: list[Any]
+    queue: str
+    priority: int
+    delay_until_ms: int | None
+    policy: RetryPolicy
+    timeout_ms: int | None
+    visibility_ms: int | None
+    envelope: dict[str, Any]  # what the client sent, minus system fields, plus the id
+
+
+def invalid(message: str, status: int = 400) -> OjsError:
+    """A validation error."""
+    return OjsError(status, "invalid_request", message)
+
+
+def new_id() -> str:
+    """A fresh UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then random bits."""
+    ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    rand = uuid.uuid4().int
+    value = (ms & (2**48 - 1)) << 80 | 0x7 << 76 | (rand & (2**12 - 1)) << 64
+    value |= 0b10 << 62 | (rand >> 12) & (2**62 - 1)
+    return str(uuid.UUID(int=value))
+
+
+def parse_time(value: object, field: str) -> int:
+    """An RFC 3339 timestamp as Unix milliseconds."""
+    if not isinstance(value, str):
+        raise invalid(f"{field} must be an RFC 3339 timestamp string")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise invalid(f"{field} must be an RFC 3339 timestamp, got {value!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return int(parsed.timestamp() * 1000)
+
+
+def _positive_ms(options: dict[str, Any], field: str) -> int | None:
+    value = options.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise invalid(f"options.{field} must be a positive integer (milliseconds)")
+    return value
+
+
+def _name(value: object, field: str, pattern: re.Pattern[str], rule: str) -> str:
+    if not isinstance(value, str) or not pattern.match(value) or len(value) > MAX_NAME:
+        raise invalid(f"{field} must match {rule} (at most {MAX_NAME} bytes), got {value!r}")
+    return value
+
+
+def _priority(options: dict[str, Any]) -> int:
+    value = options.get("priority", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not -100 <= value <= 100:
+        raise invalid(f"options.priority must be an integer from -100 to 100, got {value!r}")
+    return value
+
+
+def parse_submission(body: Any) -> Submission:
+    """Validate an enqueue request body."""
+    if not isinstance(body, dict):
+        raise OjsError(400, "invalid_payload", "the request body must be a JSON object")
+    if "type" not in body:
+        raise invalid("type is required")
+    job_type = _name(body["type"], "type", TYPE_RE, "dot-separated [a-z][a-z0-9_-]* segments")
+    if "args" not in body:
+        raise invalid("args is required")
+    if not isinstance(body["args"], list):
+        raise invalid("args must be a JSON array")
+    job_id = body.get("id")
+    if job_id is None:
+        job_id = new_id()
+    elif not isinstance(job_id, str) or not UUIDV7_RE.match(job_id):
+        raise invalid(f"id must be a lowercase UUIDv7, got {job_id!r}")
+    meta = body.get("meta", {})
+    if not isinstance(meta, dict):
+        raise invalid("meta must be a JSON object")
+    options = body.get("options", {})
+    if not isinstance(options, dict):
+        raise invalid("options must be a JSON object")
+    queue = _name(options.get("queue", "default"), "options.queue", QUEUE_RE,
+                  "^[a-z0-9][a-z0-9\\-\\.]*$")  # fmt: skip
+    due = options.get("delay_until", options.get("scheduled_at", body.get("scheduled_at")))
+    envelope = {k: v for k, v in body.items() if k not in SYSTEM_FIELDS}
+    envelope["id"] = job_id
+    return Submission(
+        id=job_id, type=job_type, args=body["args"], queue=queue, priority=_priority(options),
+        delay_until_ms=None if due is None else parse_time(due, "options.delay_until"),
+        policy=parse_policy(options.get("retry")), timeout_ms=_positive_ms(options, "timeout_ms"),
+        visibility_ms=_positive_ms(options, "visibility_timeout_ms"), envelope=envelope,
+    )  # fmt: skip

@@ -1,0 +1,124 @@
+"""What OJS knows of a job beyond the engine's hash: the envelope the client sent, its retry
+policy, the error history, the lease of a remote worker and, once the engine has let go of
+the job (cancelled, discarded, dead-lettered), its last state.
+
+Keys (``<base>`` is the queue's ``<prefix>:{<queue>}:``, so a record shares its job's slot):
+
+- ``<base>ojs:<id>``        HASH  the record
+- ``<prefix>:ojs:index``    HASH  job id -> queue, to find a job by id alone
+- ``<prefix>:ojs:queues``   SET   queues that hold OJS jobs (swept by the server)
+- ``<prefix>:ojs:timeouts`` ZSET  '<queue> <id>' by the deadline of a remote attempt
+- ``<prefix>:ojs:events``   STREAM  OJS events (capped)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+
+from .._keys import QueueKeys
+
+MAX_EVENTS = 10_000
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return int(time.time() * 1000)
+
+
+class Records:
+    """Reads and writes OJS records under one prefix."""
+
+    def __init__(self, client: Redis, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.index = f"{prefix}:ojs:index"
+        self.queues = f"{prefix}:ojs:queues"
+        self.timeouts = f"{prefix}:ojs:timeouts"
+        self.events = f"{prefix}:ojs:events"
+
+    def keys(self, queue: str) -> QueueKeys:
+        """The engine keys of ``queue``."""
+        return QueueKeys(self.prefix, queue)
+
+    def key(self, queue: str, job_id: str) -> str:
+        """The record key of job ``job_id`` in ``queue``."""
+        return f"{self.keys(queue).base}ojs:{job_id}"
+
+    async def queue_of(self, job_id: str) -> str | None:
+        """The queue job ``job_id`` was enqueued in, or ``None`` for an unknown job."""
+        value = await self.client.hget(self.index, job_id)
+        return None if value is None else _text(value)
+
+    async def create(self, queue: str, job_id: str, fields: dict[str, Any]) -> bool:
+        """Index a new job and write its record; ``False`` if the id is taken."""
+        if not await self.client.hsetnx(self.index, job_id, queue):
+            return False
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(self.key(queue, job_id), mapping=_encode(fields))
+            pipe.sadd(self.queues, queue)
+            await pipe.execute()
+        return True
+
+    async def adopt(self, queue: str, job_id: str) -> None:
+        """Index a job that came into ``queue`` without OJS (added by lazarus itself), so
+        that a remote worker that fetched it can report on it, and the server sweeps its
+        lease."""
+        await self.client.hsetnx(self.index, job_id, queue)
+        await self.client.sadd(self.queues, queue)
+
+    async def forget(self, queue: str, job_id: str) -> None:
+        """Undo :meth:`create` (the engine refused the job)."""
+        await self.client.delete(self.key(queue, job_id))
+        await self.client.hdel(self.index, job_id)
+
+    async def read(self, queue: str, job_id: str) -> dict[str, str]:
+        """The record's fields, decoded to str (empty when there is none)."""
+        raw = await self.client.hgetall(self.key(queue, job_id))
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    async def update(self, queue: str, job_id: str, fields: dict[str, Any]) -> None:
+        """Set fields of the record (``None`` deletes a field)."""
+        gone = [k for k, v in fields.items() if v is None]
+        kept = {k: v for k, v in fields.items() if v is not None}
+        async with self.client.pipeline(transaction=True) as pipe:
+            if kept:
+                pipe.hset(self.key(queue, job_id), mapping=_encode(kept))
+            if gone:
+                pipe.hdel(self.key(queue, job_id), *gone)
+            await pipe.execute()
+
+    async def add_error(self, queue: str, job_id: str, entry: dict[str, Any]) -> None:
+        """Append ``entry`` to the job's error history."""
+        record = await self.read(queue, job_id)
+        errors = json.loads(record.get("errors") or "[]")
+        errors.append(entry)
+        await self.update(queue, job_id, {"errors": errors})
+
+    async def emit(self, kind: str, data: dict[str, Any]) -> None:
+        """Append an OJS event (``job.enqueued``, ``job.completed``, ...)."""
+        await self.client.xadd(
+            self.events, {"type": kind, "time": now_ms(), "data": json.dumps(data)},
+            maxlen=MAX_EVENTS, approximate=True,
+        )  # fmt: skip
+
+    async def read_events(self, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` events, oldest first."""
+        entries: list[Any] = await self.client.xrevrange(self.events, count=limit) or []
+        events = []
+        for entry_id, fields in reversed(entries):
+            f = {_text(k): _text(v) for k, v in (fields or {}).items()}
+            events.append({"id": _text(entry_id), "type": f["type"], "time": int(f["time"]),
+                           "data": json.loads(f["data"])})  # fmt: skip
+        return events
+
+
+def _encode(fields: dict[str, Any]) -> dict[Any, Any]:
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

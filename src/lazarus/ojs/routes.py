@@ -1,0 +1,187 @@
+"""The OJS HTTP routes: manifest, health, jobs, workers and events (Level 0 and 1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from .. import __version__
+from ..http._deps import require_token
+from . import jobs, nack, workers
+from .backend import Backend
+from .envelope import DEFAULT_VISIBILITY_MS, QUEUE_RE, UUIDV7_RE, parse_submission
+from .errors import MEDIA_TYPE, OjsError, ojs_json
+
+router = APIRouter()
+_AUTH = [Depends(require_token)]
+_JSON_TYPES = ("application/openjobspec+json", "application/json")
+
+
+def backend_of(request: Request) -> Backend:
+    """The OJS backend of the app serving ``request``."""
+    backend: Backend = request.app.state.ojs
+    return backend
+
+
+OjsBackend = Annotated[Backend, Depends(backend_of)]
+
+
+async def json_body(request: Request, *, optional: bool = False) -> Any:
+    """The request's JSON body: 400 ``invalid_request`` for another content type, 400
+    ``invalid_payload`` for a body that is not JSON."""
+    raw = await request.body()
+    if not raw and optional:
+        return {}
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if kind not in _JSON_TYPES:
+        raise OjsError(
+            400, "invalid_request", f"unsupported content type {kind!r}; use {MEDIA_TYPE}"
+        )
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise OjsError(400, "invalid_payload", "the request body is not valid JSON") from None
+
+
+def _object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise OjsError(400, "invalid_request", "the request body must be a JSON object")
+    return body
+
+
+def _job_id(value: object, field: str = "job_id") -> str:
+    if not isinstance(value, str) or not value or len(value) > 200 or " " in value:
+        raise OjsError(400, "invalid_request", f"{field} must be a job id string")
+    return value
+
+
+@router.get("/manifest")
+async def manifest() -> Response:
+    """What this server implements."""
+    return ojs_json({
+        "specversion": "1.0",
+        "implementation": {"name": "lazarus", "version": __version__, "language": "python",
+                           "homepage": "https://github.com/lazarus-queue/lazarus"},
+        "conformance_level": 1,
+        "protocols": ["http"],
+        "backend": "redis",
+        "extensions": {"official": ["dead-letter"], "experimental": []},
+        "capabilities": {"dead_letter": True, "retry": True, "heartbeat": True,
+                         "visibility_timeout": True, "events": True, "batch_enqueue": False},
+    })  # fmt: skip
+
+
+@router.get("/v1/health")
+async def health(backend: OjsBackend) -> Response:
+    """``ok`` when Redis answers, else 503 ``error``."""
+    try:
+        await backend.client.ping()
+    except Exception as exc:
+        return ojs_json({"status": "error", "backend": {"type": "redis", "status": "down",
+                                                        "error": str(exc)}}, 503)  # fmt: skip
+    return ojs_json({"status": "ok", "version": "1.0",
+                     "backend": {"type": "redis", "status": "connected"}})  # fmt: skip
+
+
+@router.post("/v1/jobs", dependencies=_AUTH, status_code=201)
+async def enqueue(request: Request, backend: OjsBackend) -> Response:
+    """PUSH one job."""
+    submission = parse_submission(await json_body(request))
+    return ojs_json({"job": await jobs.enqueue(backend, submission)}, 201)
+
+
+@router.get("/v1/jobs/{job_id}")
+async def info(job_id: str, backend: OjsBackend) -> Response:
+    """INFO: the job's envelope."""
+    return ojs_json({"job": (await backend.load(_job_id(job_id, "id"))).view()})
+
+
+@router.delete("/v1/jobs/{job_id}", dependencies=_AUTH)
+async def cancel(job_id: str, backend: OjsBackend) -> Response:
+    """CANCEL a job that has not ended."""
+    return ojs_json({"job": await jobs.cancel(backend, _job_id(job_id, "id"))})
+
+
+def _queues(body: dict[str, Any]) -> list[str]:
+    queues = body.get("queues")
+    if not isinstance(queues, list) or not queues:
+        raise OjsError(400, "invalid_request", "queues must be a non-empty array of queue names")
+    for name in queues:
+        if not isinstance(name, str) or not QUEUE_RE.match(name):
+            raise OjsError(400, "invalid_request", f"queues: invalid queue name {name!r}")
+    return queues
+
+
+def _positive(body: dict[str, Any], field: str, default: int, maximum: int) -> int:
+    value = body.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise OjsError(400, "invalid_request", f"{field} must be an integer from 1 to {maximum}")
+    return value
+
+
+@router.post("/v1/workers/fetch", dependencies=_AUTH)
+async def fetch(request: Request, backend: OjsBackend) -> Response:
+    """FETCH: claim jobs, each under a lease of its visibility timeout."""
+    body = _object(await json_body(request))
+    queues = _queues(body)
+    count = _positive(body, "count", 1, 1000)
+    visibility = _positive(body, "visibility_timeout_ms", DEFAULT_VISIBILITY_MS, 86_400_000)
+    worker_id = str(body.get("worker_id") or workers.ANONYMOUS)
+    return ojs_json({"jobs": await workers.fetch(backend, queues, count, worker_id, visibility)})
+
+
+@router.post("/v1/workers/ack", dependencies=_AUTH)
+async def ack(request: Request, backend: OjsBackend) -> Response:
+    """ACK: the job completed, with an optional ``result``."""
+    body = _object(await json_body(request))
+    job_id = _job_id(body.get("job_id"))
+    return ojs_json(await workers.ack(backend, job_id, body.get("result"), body.get("worker_id")))
+
+
+@router.post("/v1/workers/nack", dependencies=_AUTH)
+async def fail(request: Request, backend: OjsBackend) -> Response:
+    """NACK: the attempt failed with ``error``; retried, discarded or dead-lettered."""
+    body = _object(await json_body(request))
+    job_id = _job_id(body.get("job_id"))
+    return ojs_json(
+        await nack.nack(backend, job_id, body.get("error"), body.get("requeue") is True)
+    )
+
+
+@router.post("/v1/workers/heartbeat", dependencies=_AUTH)
+async def heartbeat(request: Request, backend: OjsBackend) -> Response:
+    """BEAT: extend the leases of the worker's jobs; the answer carries its directive."""
+    body = _object(await json_body(request))
+    ids = body.get("active_jobs", body.get("job_ids", []))
+    if isinstance(body.get("job_id"), str):
+        ids = [*ids, body["job_id"]]
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise OjsError(400, "invalid_request", "active_jobs must be an array of job ids")
+    visibility = body.get("visibility_timeout_ms")
+    if visibility is not None:
+        visibility = _positive(body, "visibility_timeout_ms", 1, 86_400_000)
+    worker_id = str(body.get("worker_id") or "anonymous")
+    return ojs_json(await workers.heartbeat(backend, worker_id, ids, visibility))
+
+
+@router.get("/v1/events")
+async def events(
+    backend: OjsBackend,
+    types: str | None = None,
+    queues: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    """Recent OJS events, oldest first, filtered by comma-separated ``types`` and ``queues``."""
+    wanted_types = set(types.split(",")) if types else None
+    wanted_queues = set(queues.split(",")) if queues else None
+    found = [
+        e for e in await backend.records.read_events(10 * limit)
+        if (wanted_types is None or e["type"] in wanted_types)
+        and (wanted_queues is None or e["data"].get("queue") in wanted_queues)
+    ]  # fmt: skip
+    return ojs_json({"events": found[-limit:]})
+
+
+__all__ = ["UUIDV7_RE", "router"]

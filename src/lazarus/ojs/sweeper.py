@@ -1,0 +1,86 @@
+"""The OJS server's own upkeep: remote workers run no lease keeper, so the server sweeps the
+queues that hold OJS jobs for expired leases (``sweep_stalled``: the job is available again;
+after too many stalls it is dead-lettered) and fails attempts that outran their
+``timeout_ms``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from .. import _scripts
+from .backend import Backend
+from .nack import expire
+
+log = logging.getLogger("lazarus.ojs")
+
+SWEEP_EVERY = 0.25  # seconds: a lease expiry is noticed within this
+MAX_STALLED = 5  # leases a job may let expire before it is dead-lettered
+SWEEP_BATCH = 100
+
+
+class Sweeper:
+    """Runs :meth:`tick` every :data:`SWEEP_EVERY` seconds until stopped."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self.failures = 0  # ticks failed in a row
+
+    def start(self) -> None:
+        """Begin the rounds, in the running event loop."""
+        self._stop.clear()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop at the next pause. A cancel is only the fallback: one that lands inside a
+        Redis call is not always delivered, and the app's shutdown must not hang on it."""
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is None:
+            return
+        _, pending = await asyncio.wait({task}, timeout=timeout)
+        if pending:
+            task.cancel()
+            await asyncio.wait({task}, timeout=timeout)
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self.tick()
+            except Exception as exc:  # Redis away: try again at the next tick
+                if not self.failures:  # one line per outage, not one per tick
+                    log.warning("OJS upkeep failed (retrying every %ss): %s", SWEEP_EVERY, exc)
+                self.failures += 1
+            else:
+                if self.failures:
+                    log.warning("OJS upkeep works again")
+                self.failures = 0
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), SWEEP_EVERY)
+
+    async def tick(self) -> None:
+        """One round: expired leases, then attempts past their timeout."""
+        backend = self.backend
+        records = backend.records
+        dlq = backend.keys(backend.dead_letter_queue)
+        for raw in await backend.client.smembers(records.queues):
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            keys = backend.keys(name)
+            _, _, dead = await _scripts.load("sweep_stalled")(
+                backend.client,
+                [*keys.group, keys.failed, *dlq.dead_letter_group, dlq.job_prefix],
+                [backend.now(), MAX_STALLED, backend.max_events, name,
+                 backend.dead_letter_queue, SWEEP_BATCH],
+            )  # fmt: skip
+            if dead:  # the dead letter queue must be known to the store's global view
+                await backend.client.sadd(dlq.dead_letter_registry, backend.dead_letter_queue)
+        due: list[Any] = await backend.client.zrangebyscore(records.timeouts, "-inf", backend.now())
+        for item in due:
+            member = item.decode() if isinstance(item, bytes) else str(item)
+            if await backend.client.zrem(records.timeouts, member):  # one server acts on it
+                queue, job_id, token = member.split(" ", 2)
+                await expire(backend, queue, job_id, token)

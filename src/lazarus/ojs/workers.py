@@ -1,0 +1,158 @@
+"""FETCH, ACK, NACK and BEAT for remote workers, over the engine's lease scripts.
+
+A fetch claims with ``claim_jobs`` under a fresh worker identity, then sets each job's lease
+to its own visibility timeout (``extend_locks``); the lock token is kept in the OJS record,
+and ACK / NACK / BEAT present it to the outcome scripts, which refuse a job whose lease moved
+on (expired and swept, or claimed by someone else).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from .. import _codec, _scripts
+from .._execution import parse_claimed
+from .backend import MEMO_LOCK_MS, Backend, Loaded
+from .envelope import DEFAULT_VISIBILITY_MS
+from .errors import OjsError
+from .states import iso
+
+DIRECTIVES = ("running", "quiet", "terminate")
+ANONYMOUS = "anonymous"  # the worker id of a fetch that gave none
+
+
+async def fetch(
+    backend: Backend, queues: list[str], count: int, worker_id: str, visibility_ms: int
+) -> list[dict[str, Any]]:
+    """Claim up to ``count`` jobs, from the first queue listed that has any."""
+    fetched: list[dict[str, Any]] = []
+    for name in queues:
+        if len(fetched) >= count:
+            break
+        keys = backend.keys(name)
+        base = backend.new_token_base()
+        reply = await _scripts.load("claim_jobs")(
+            backend.client, [*keys.group, keys.reply(base, "fetch")],
+            [backend.now(), base, visibility_ms, count - len(fetched), backend.max_events,
+             uuid.uuid4().hex],
+        )  # fmt: skip
+        for item in reply[1:]:
+            claimed = parse_claimed(item, name)
+            if claimed is not None:
+                fetched.append(await _leased(backend, name, claimed.job.id, claimed.token,
+                                             base, worker_id, visibility_ms))  # fmt: skip
+    return fetched
+
+
+async def _leased(
+    backend: Backend, queue: str, job_id: str, token: str, base: str, worker_id: str,
+    default_ms: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Give a claimed job its own visibility timeout and execution deadline."""
+    record = await backend.records.read(queue, job_id)
+    if not record:
+        await backend.records.adopt(queue, job_id)
+    now = backend.now()
+    visibility = int(record.get("vis") or default_ms)
+    if visibility != default_ms:
+        keys = backend.keys(queue)
+        await _scripts.load("extend_locks")(
+            backend.client, [keys.leases, keys.job_prefix], [now + visibility, job_id, token]
+        )
+    await backend.records.update(queue, job_id, {
+        "token": token, "token_base": base, "worker_id": worker_id, "lease_ms": visibility,
+    })  # fmt: skip
+    if record.get("timeout"):
+        deadline = now + int(record["timeout"])
+        await backend.client.zadd(backend.records.timeouts, {f"{queue} {job_id} {token}": deadline})
+    loaded = await backend.load_in(queue, job_id)
+    await backend.emit("job.started", loaded, attempt=loaded.view()["attempt"], worker_id=worker_id)
+    return loaded.view()
+
+
+async def held(backend: Backend, job_id: str, worker_id: object = None) -> tuple[Loaded, str, str]:
+    """The job, and the lock token and worker identity of its remote lease; 409 unless the
+    job is active under a lease a fetch handed out (to ``worker_id``, when both name one:
+    a worker whose lease expired and went to another cannot report on the job)."""
+    loaded = await backend.load(job_id)
+    token, base = loaded.record.get("token"), loaded.record.get("token_base")
+    if loaded.state != "active" or not token or not base:
+        raise OjsError(409, "conflict", f"job {job_id!r} is {loaded.state}, not active")
+    holder = loaded.record.get("worker_id")
+    if worker_id and holder and holder != ANONYMOUS and worker_id != holder:
+        raise OjsError(409, "conflict", f"job {job_id!r} is held by another worker now")
+    return loaded, token, base
+
+
+def refused(reply: list[Any], job_id: str) -> None:
+    """409 when an outcome script refused the call (the job left the lease meanwhile)."""
+    if int(reply[0]) != 0:
+        raise OjsError(409, "conflict", f"job {job_id!r} is no longer held by this lease")
+
+
+async def ack(
+    backend: Backend, job_id: str, result: Any, worker_id: object = None
+) -> dict[str, Any]:
+    """Complete the job with ``result``."""
+    loaded, token, base = await held(backend, job_id, worker_id)
+    keys, now = backend.keys(loaded.queue), backend.now()
+    value = _codec.encode(result, field="result")
+    policy = loaded.job.opts.keep_completed.args() if loaded.job else [-1, -1, 0]
+    reply = await _scripts.load("complete_job")(
+        backend.client,
+        [*keys.group, keys.job(job_id), keys.completed, backend.memo(loaded.queue, base, job_id)],
+        [job_id, token, now, value, *policy, backend.max_events, 0, base, MEMO_LOCK_MS],
+    )  # fmt: skip
+    refused(reply, job_id)
+    attempt = loaded.job.attempts_started if loaded.job else 0
+    started = loaded.job.processed_on if loaded.job and loaded.job.processed_on else now
+    await backend.finish_record(loaded, "completed", completed_at=now, result=result)
+    await backend.emit("job.completed", loaded, attempt=attempt, duration_ms=now - started)
+    return {"acknowledged": True, "id": job_id, "state": "completed",
+            "completed_at": iso(now), "attempt": attempt,
+            "job": (await backend.load_in(loaded.queue, job_id)).view()}  # fmt: skip
+
+
+async def heartbeat(
+    backend: Backend, worker_id: str, job_ids: list[str], visibility_ms: int | None
+) -> dict[str, Any]:
+    """Extend the leases of the worker's active jobs; answer with the worker's directive:
+    ``quiet`` when one of them belongs to a paused queue, else ``running``."""
+    directive, extended = "running", []
+    for job_id in job_ids:
+        queue = await backend.records.queue_of(job_id)
+        if queue is None:
+            continue
+        record = await backend.records.read(queue, job_id)
+        token = record.get("token")
+        if token:
+            keys = backend.keys(queue)
+            lease = visibility_ms or int(record.get("lease_ms") or DEFAULT_VISIBILITY_MS)
+            lost = await _scripts.load("extend_locks")(
+                backend.client, [keys.leases, keys.job_prefix],
+                [backend.now() + lease, job_id, token],
+            )  # fmt: skip
+            if not lost:
+                extended.append(job_id)
+        if await backend.queue(queue).is_paused():
+            directive = _stronger(directive, "quiet")  # finish the job, fetch no more here
+        directive = _stronger(directive, _test_directive(backend, record))
+    return {"state": directive, "directive": directive, "jobs_extended": extended,
+            "server_time": iso(backend.now())}  # fmt: skip
+
+
+def _test_directive(backend: Backend, record: dict[str, str]) -> str:
+    """The directive a job asks for in ``options.metadata.test_directive``: only with the
+    server's test hooks on, for conformance tests of the worker protocol."""
+    if not backend.test_hooks:
+        return "running"
+    options = json.loads(record.get("env") or "{}").get("options") or {}
+    metadata = options.get("metadata") if isinstance(options, dict) else None
+    value = metadata.get("test_directive") if isinstance(metadata, dict) else None
+    return value if value in DIRECTIVES else "running"
+
+
+def _stronger(a: str, b: str) -> str:
+    return a if DIRECTIVES.index(a) >= DIRECTIVES.index(b) else b

@@ -1,0 +1,87 @@
+"""A real ``lazarus serve`` on the test Redis for the OJS tests, on a prefix of its own that is
+emptied before each test (the suite's cases assume a server of their own)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+
+DEAD_LETTER_QUEUE = "ojs-dlq"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class OjsServer:
+    """A running ``lazarus serve``: its URL, prefix and process."""
+
+    def __init__(self, url: str, prefix: str, process: subprocess.Popen[bytes]) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.process = process
+
+
+@pytest.fixture(scope="session")
+def ojs_process(redis_url: str) -> Iterator[OjsServer]:
+    prefix = f"ojs{uuid.uuid4().hex[:10]}"
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAZARUS_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lazarus.cli", "serve", "--port", str(port), "--redis-url",
+         redis_url, "--prefix", prefix, "--dead-letter-queue", DEAD_LETTER_QUEUE,
+         "--ojs-test-hooks", "--insecure-no-auth"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    server = OjsServer(f"http://127.0.0.1:{port}", prefix, process)
+    yield server
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture
+async def ojs_server(ojs_process: OjsServer, redis_url: str) -> AsyncIterator[OjsServer]:
+    """The server, up, with none of its prefix's keys left from an earlier test."""
+    await _wait_for_health(ojs_process)
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        keys = [k async for k in client.scan_iter(match=f"{ojs_process.prefix}:*", count=1000)]
+        if keys:
+            await client.unlink(*keys)
+        yield ojs_process
+    finally:
+        await client.aclose()
+
+
+async def _wait_for_health(server: OjsServer, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with httpx.AsyncClient() as client:
+        while True:
+            if server.process.poll() is not None:
+                stderr = server.process.stderr.read().decode() if server.process.stderr else ""
+                pytest.fail(f"lazarus serve exited early: {stderr[-2000:]}")
+            try:
+                if (await client.get(server.url + "/ojs/v1/health", timeout=1)).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if loop.time() > deadline:
+                pytest.fail(f"lazarus serve did not answer within {timeout}s")
+            await asyncio.sleep(0.05)

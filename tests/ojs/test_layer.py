@@ -1,0 +1,232 @@
+"""The OJS layer beyond the suite: remote workers hold real leases, their failures dead-letter
+atomically into the configured dead letter queue, the server recovers what they abandon, and
+the test-only directives stay off unless asked for."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from lazarus import Queue
+from lazarus.cli import main
+from lazarus.http import create_app
+from lazarus.ojs import Backend
+from lazarus.ojs.sweeper import Sweeper
+
+from ..conftest import wait_until
+
+DLQ = "dead"
+RETRY_ONCE = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
+
+
+def backend_of(app: FastAPI) -> Backend:
+    (mount,) = [r for r in app.routes if getattr(r, "path", "") == "/ojs"]
+    backend: Backend = mount.app.state.ojs  # type: ignore[attr-defined]
+    return backend
+
+
+@pytest.fixture
+async def app(redis_url: str, prefix: str) -> FastAPI:
+    return create_app(connection=redis_url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
+        yield c
+
+
+async def enqueue(client: httpx.AsyncClient, **options: Any) -> str:
+    response = await client.post("/ojs/v1/jobs", json={
+        "type": "mail.send", "args": ["ada"], "options": {"queue": "mail", **options}})  # fmt: skip
+    assert response.status_code == 201, response.text
+    return str(response.json()["job"]["id"])
+
+
+async def fetch(client: httpx.AsyncClient, worker: str = "w1") -> list[dict[str, Any]]:
+    response = await client.post(
+        "/ojs/v1/workers/fetch", json={"queues": ["mail"], "worker_id": worker}
+    )
+    jobs: list[dict[str, Any]] = response.json()["jobs"]
+    return jobs
+
+
+async def state_of(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
+    job: dict[str, Any] = (await client.get(f"/ojs/v1/jobs/{job_id}")).json()["job"]
+    return job
+
+
+async def test_an_exhausted_nack_dead_letters_into_the_configured_queue(
+    client: httpx.AsyncClient, redis_url: str, prefix: str, queue: Queue
+) -> None:
+    # Given a remote worker holding a job that may run once and then dead-letters
+    job_id = await enqueue(client, retry=RETRY_ONCE)
+    assert [j["id"] for j in await fetch(client)] == [job_id]
+
+    # When it fails
+    nack = await client.post("/ojs/v1/workers/nack", json={
+        "job_id": job_id, "error": {"code": "handler_error", "message": "smtp down"}})  # fmt: skip
+
+    # Then the job left its queue and is a dead letter of the configured queue, found by its id
+    assert nack.json()["state"] == "discarded"
+    async with Queue("mail", connection=redis_url, prefix=prefix) as mail:
+        assert await mail.get_job(job_id) is None
+    async with Queue(DLQ, connection=redis_url, prefix=prefix) as dead:
+        letter = await dead.find_dead_letter_by_original_id(job_id)
+    assert letter is not None and letter.dead_letter is not None
+    assert letter.dead_letter.failed_reason == "smtp down"
+    found = await client.get(f"/api/dead-letters/original/{job_id}")
+    assert found.status_code == 200
+    ojs = (await client.get(f"/ojs/v1/dead-letter/{job_id}")).json()["job"]
+    assert [e["message"] for e in ojs["errors"]] == ["smtp down"]
+
+
+async def test_a_job_a_remote_worker_abandons_is_recovered(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    # Given a job fetched under a 50 ms visibility timeout, and never reported on
+    job_id = await enqueue(client, visibility_timeout_ms=50)
+    assert [j["id"] for j in await fetch(client, "gone")] == [job_id]
+    sweeper = Sweeper(backend_of(app))
+
+    # When the server's upkeep runs past the lease
+    async def available() -> bool:
+        await sweeper.tick()
+        return (await state_of(client, job_id))["state"] == "available"
+
+    await wait_until(available, message="the abandoned job to be available again")
+
+    # Then another worker gets it (second attempt); the first one's late ack is refused
+    again = await fetch(client, "alive")
+    assert [(j["id"], j["attempt"]) for j in again] == [(job_id, 2)]
+    late = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "gone"})
+    assert late.status_code == 409
+    assert late.json()["error"]["code"] == "conflict"
+    ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "alive"})
+    assert ack.status_code == 200
+    assert (await state_of(client, job_id))["state"] == "completed"
+
+
+async def test_an_attempt_past_its_timeout_fails_and_is_retried(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    # Given a job with a 20 ms execution timeout, fetched and left running
+    job_id = await enqueue(client, timeout_ms=20, retry={"max_attempts": 2, "jitter": False})
+    await fetch(client)
+    sweeper = Sweeper(backend_of(app))
+
+    # When the upkeep finds it past its deadline
+    async def failed() -> bool:
+        await sweeper.tick()
+        return (await state_of(client, job_id))["state"] in ("retryable", "available")
+
+    await wait_until(failed, message="the timed-out attempt to fail")
+
+    # Then the attempt failed with a timeout error, per the retry policy
+    job = await state_of(client, job_id)
+    assert job["errors"][0]["code"] == "timeout"
+    assert job["attempt"] == 1
+
+
+async def test_directives_in_job_metadata_are_ignored_without_test_hooks(
+    client: httpx.AsyncClient,
+) -> None:
+    job_id = await enqueue(client, metadata={"test_directive": "terminate"})
+    await fetch(client)
+
+    beat = await client.post("/ojs/v1/workers/heartbeat", json={
+        "worker_id": "w1", "active_jobs": [job_id]})  # fmt: skip
+
+    assert beat.json()["state"] == "running"
+    assert beat.json()["jobs_extended"] == [job_id]
+
+
+async def test_a_job_lazarus_added_can_be_fetched_and_acked_over_ojs(
+    client: httpx.AsyncClient, redis_url: str, prefix: str
+) -> None:
+    # Given a job added by lazarus itself, not over OJS
+    async with Queue("mail", connection=redis_url, prefix=prefix) as mail:
+        added = await mail.add("mail.send", ["grace"])
+
+        # When a remote worker fetches and acks it
+        (fetched,) = await fetch(client)
+        ack = await client.post("/ojs/v1/workers/ack", json={"job_id": added.id, "result": 7})
+
+        # Then lazarus sees it completed with the result, and the server sweeps its queue
+        assert fetched["id"] == added.id and fetched["args"] == ["grace"]
+        assert await mail.client.sismember(f"{prefix}:ojs:queues", "mail")
+        assert ack.status_code == 200
+        assert await mail.get_job_state(added.id) == "completed"
+        job = await mail.get_job(added.id)
+        assert job is not None and job.return_value == 7
+
+
+async def test_an_id_lazarus_gave_a_job_already_is_a_duplicate(
+    client: httpx.AsyncClient, queue: Queue
+) -> None:
+    taken = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+    await queue.add("native", ["x"], job_id=taken)
+
+    response = await client.post("/ojs/v1/jobs", json={
+        "id": taken, "type": "mail.send", "args": [], "options": {"queue": "jobs"}})  # fmt: skip
+
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "duplicate"
+    job = await queue.get_job(taken)
+    assert job is not None and job.name == "native"
+
+
+async def test_a_worker_on_a_paused_queue_is_told_to_go_quiet(
+    client: httpx.AsyncClient, redis_url: str, prefix: str
+) -> None:
+    # Given a remote worker running a job of 'mail'
+    job_id = await enqueue(client)
+    await fetch(client)
+    beat = {"worker_id": "w1", "active_jobs": [job_id]}
+    assert (await client.post("/ojs/v1/workers/heartbeat", json=beat)).json()["state"] == "running"
+
+    # When the queue is paused
+    async with Queue("mail", connection=redis_url, prefix=prefix) as mail:
+        await mail.pause()
+
+    # Then its next heartbeat says quiet, and its lease is still extended
+    answer = (await client.post("/ojs/v1/workers/heartbeat", json=beat)).json()
+    assert answer["state"] == "quiet"
+    assert answer["jobs_extended"] == [job_id]
+
+
+async def test_the_upkeep_stops_promptly_and_reports_an_outage_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given the upkeep of a server whose Redis is unreachable
+    backend = Backend(Redis.from_url("redis://127.0.0.1:1/0"), "t-nowhere")
+    sweeper = Sweeper(backend)
+    sweeper.start()
+
+    # When it has failed for a few ticks and is stopped
+    async def failed_thrice() -> bool:
+        return sweeper.failures >= 3
+
+    await wait_until(failed_thrice, message="three failed ticks")
+    await asyncio.wait_for(sweeper.stop(), 10)
+
+    # Then the outage was reported once, and the upkeep is over
+    assert sum("OJS upkeep failed" in r.getMessage() for r in caplog.records) == 1
+    await backend.client.aclose()
+
+
+def test_serve_refuses_a_dead_letter_queue_name_that_is_not_a_queue_name() -> None:
+    result = CliRunner().invoke(
+        main, ["serve", "--dead-letter-queue", "{bad}", "--redis-url", "redis://127.0.0.1:1/0"]
+    )
+
+    assert result.exit_code == 2
+    assert "dead_letter_queue" in result.output
