@@ -61,7 +61,7 @@ elseif state == 'waiting' then
     local old = redis.call('ZRANGE', index, '-inf', cutoff * 1000 + 999, 'BYSCORE',
       'LIMIT', 0, limit - #removed)
     for _, id in ipairs(old) do
-      store_remove(q.dl, id, q.job_prefix .. id)
+      store_remove(q.dl, id, q.job_prefix .. id, 'cleaned', '')
       drop(id)
     end
   end

@@ -23,7 +23,7 @@ local count = 0
 for i = 4, #KEYS do
   local id = ARGV[i - 2]
   local result
-  local removed, values = store_remove(KEYS[1], id, KEYS[i])
+  local removed, values = store_remove(KEYS[1], id, KEYS[i], 'purged', '')
   if not values then
     result = (redis.call('EXISTS', KEYS[i]) == 1) and -4 or -1
   elseif not removed then

@@ -36,7 +36,7 @@ redis.call('ZREM', q.prioritized, id)
 redis.call('ZREM', q.delayed, id)
 redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[12], id)
-store_remove(q.dl, id, KEYS[13])
+store_remove(q.dl, id, KEYS[13], 'removed', '')
 redis.call('DEL', KEYS[13])
 emit(q.events, ARGV[2], 'removed', 'jobId', id)
 return 1

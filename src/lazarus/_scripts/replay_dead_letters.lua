@@ -60,7 +60,7 @@ for i = 14, #KEYS, 2 do
     result = state_of(new_id)
   elseif not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif not store_remove(dl, dl_id, dl_key) then
+  elseif not store_remove(dl, dl_id, dl_key, 'replayed', ARGV[1]) then
     result = -6
   else
     local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'

@@ -1,0 +1,28 @@
+-- The outbox of one dead letter queue: every change of one of its dead letters, appended by
+-- the very script that makes the change (same slot, same script: no crash can skip it), for
+-- the record exporter and the webhook deliverers to drain (docs/record.md):
+--   dl .. 'x'      STREAM one entry per change: event, id, at, status, and on removal the
+--                         dead letter's fields as they were ('h:<field>', bytes untouched)
+--   dl .. 'x:on'   STRING present while something drains the outbox (`lazarus record`,
+--                         webhooks): without it nothing is appended, so an outbox nobody
+--                         reads never grows; with it, entries stay until every consumer group
+--                         has acknowledged them (the drainers trim, never the scripts)
+-- Every change of a dead letter must call outbox_append: store_add (dead-lettered),
+-- store_remove (the cause: replayed, purged, removed, cleaned, claimed) and every status
+-- change (the status it enters, with the dead letter's hash left in place).
+--
+-- outbox_append(dl, event, id, at, status, snapshot_key): append one entry when the outbox
+-- is enabled. `at` (ms) may be '' (the entry id's time stands for it); `snapshot_key`, when
+-- given, is the dead letter's hash, copied into the entry because it is about to go.
+local function outbox_append(dl, event, id, at, status, snapshot_key)
+  if redis.call('EXISTS', dl .. 'x:on') == 0 then return end
+  local entry = {'event', event, 'id', id, 'at', at or '', 'status', status or ''}
+  if snapshot_key then
+    local fields = redis.call('HGETALL', snapshot_key)
+    for i = 1, #fields, 2 do
+      entry[#entry + 1] = 'h:' .. fields[i]
+      entry[#entry + 1] = fields[i + 1]
+    end
+  end
+  redis.call('XADD', dl .. 'x', '*', unpack(entry))
+end
