@@ -1,0 +1,149 @@
+"""The exporter copies every change of every dead letter into the record, once and in order,
+on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import Queue, Worker
+from lazarus._keys import QueueKeys
+from lazarus.record.database import Database
+from lazarus.record.exporter import RecordExporter
+
+from .helpers import dead_letter
+
+MakeWorker = Callable[..., Worker]
+BIG = '{"z":1,"a":123456789012345678901234567890,"list":[],"obj":{},"f":1.50}'
+
+
+@pytest.fixture
+def exporter(raw: aioredis.Redis, db: Database, prefix: str) -> RecordExporter:
+    return RecordExporter(raw, db, prefix=prefix, batch=3)
+
+
+async def drain(exporter: RecordExporter) -> None:
+    while await exporter.step():
+        pass
+
+
+async def rows(db: Database) -> list[dict[str, object]]:
+    return await db.fetch(
+        f"SELECT id, status, job_type, source_queue, error_type, {db.payload('job_payload')}, "
+        "removed_at FROM dead_letters ORDER BY id"
+    )
+
+
+async def events(db: Database, dead_letter_id: str) -> list[tuple[object, object]]:
+    found = await db.fetch(
+        "SELECT event, status FROM dead_letter_events WHERE dead_letter_id = ? "
+        "ORDER BY outbox_position",
+        (dead_letter_id,),
+    )
+    return [(r["event"], r["status"]) for r in found]
+
+
+async def test_dead_letters_reach_the_record_with_the_payload_byte_for_byte(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given an exporter that has enabled the outbox, then five dead letters (batches of 3)
+    await raw.sadd(QueueKeys(prefix, dlq.name).dead_letter_registry, dlq.name)
+    await exporter.enable()
+    jobs = await dead_letter(make_worker, queue, dlq, [("email.send", i) for i in range(5)])
+
+    # When the exporter drains the outbox
+    await drain(exporter)
+
+    # Then there is one row per dead letter, pending, with its fields
+    found = await rows(db)
+    assert sorted(r["id"] for r in found) == sorted(j.id for j in jobs)
+    assert {r["status"] for r in found} == {"pending"}
+    assert {r["error_type"] for r in found} == {"UnrecoverableError"}
+    assert {r["source_queue"] for r in found} == {"jobs"}
+    assert await raw.xlen(QueueKeys(prefix, dlq.name).dl_outbox) == 0
+
+
+async def test_payload_keeps_big_integers_key_order_and_empty_containers(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given a dead letter whose payload JSON has a big integer, keys out of order, [] and {}
+    await raw.sadd(QueueKeys(prefix, dlq.name).dead_letter_registry, dlq.name)
+    await exporter.enable()
+    # (written as raw JSON text: Python's encoder would never produce 1.50)
+    job = await queue.add("big", {"placeholder": 0})
+    await raw.hset(QueueKeys(prefix, "jobs").job(job.id), "data", BIG)
+    await dead_letter(make_worker, queue, dlq, [])
+
+    # When it is exported
+    await drain(exporter)
+
+    # Then the record holds exactly those bytes
+    [row] = await rows(db)
+    assert row["job_payload"] == BIG
+
+
+async def test_replay_and_purge_are_applied_in_order_and_keep_the_row(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given two exported dead letters
+    await raw.sadd(QueueKeys(prefix, dlq.name).dead_letter_registry, dlq.name)
+    await exporter.enable()
+    first, second = await dead_letter(make_worker, queue, dlq, [("a", 1), ("b", 2)])
+    await drain(exporter)
+
+    # When one is replayed and the other purged, then exported
+    await dlq.replay_dead_letter(first.id)
+    await dlq.purge_dead_letter(second.id)
+    await drain(exporter)
+
+    # Then both rows stay, with their last status and their events in order
+    by_id = {r["id"]: r for r in await rows(db)}
+    assert by_id[first.id]["status"] == "replayed"
+    assert by_id[second.id]["status"] == "purged"
+    assert by_id[first.id]["removed_at"] is not None
+    assert await events(db, first.id) == [("dead-lettered", "pending"), ("replayed", "replayed")]
+    assert await events(db, second.id) == [("dead-lettered", "pending"), ("purged", "purged")]
+
+
+async def test_a_change_applied_again_or_late_leaves_the_row_as_the_newest_change_made_it(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given a dead letter dead-lettered then purged, both changes in the outbox
+    keys = QueueKeys(prefix, dlq.name)
+    await raw.sadd(keys.dead_letter_registry, dlq.name)
+    await exporter.enable()
+    [letter] = await dead_letter(make_worker, queue, dlq, [("a", 1)])
+    await dlq.purge_dead_letter(letter.id)
+    entries = await exporter.outbox.take(dlq.name, count=10)
+    assert [e.event for e in entries] == ["dead-lettered", "purged"]
+
+    # When the newest change is applied first, then both again, in order
+    await exporter.apply(entries[1:])
+    await exporter.apply(entries)
+
+    # Then the row is the purged one and each event is recorded once
+    [row] = await rows(db)
+    assert row["status"] == "purged"
+    assert await events(db, letter.id) == [("dead-lettered", "pending"), ("purged", "purged")]
+
+
+async def test_dead_letters_held_before_the_outbox_was_enabled_are_copied_once(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given two dead letters made while no record was configured: no outbox entry
+    await raw.sadd(QueueKeys(prefix, dlq.name).dead_letter_registry, dlq.name)
+    jobs = await dead_letter(make_worker, queue, dlq, [("a", 1), ("b", 2)])
+    assert await raw.exists(QueueKeys(prefix, dlq.name).dl_outbox) == 0
+
+    # When an exporter starts
+    await drain(exporter)
+
+    # Then both are in the record
+    assert sorted(r["id"] for r in await rows(db)) == sorted(j.id for j in jobs)
