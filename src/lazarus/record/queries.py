@@ -29,7 +29,8 @@ class RecordPage:
 
 
 def _where(job_type: str | None, status: str | None, queue: str | None) -> tuple[str, list[Any]]:
-    clauses, params = [], []
+    # Deleted dead letters are tombstones: listed only when asked for by status.
+    clauses, params = ([] if status is not None else ["status <> 'deleted'"]), []
     for column, value in (("job_type", job_type), ("status", status),
                           ("dead_letter_queue", queue)):  # fmt: skip
         if value is not None:
@@ -102,12 +103,14 @@ async def get_dead_letter(db: Database, dead_letter_id: str) -> dict[str, Any] |
 
 async def stats(db: Database) -> dict[str, Any]:
     """``total``, ``byType`` (``[{jobType, count}]``, most first), ``oldest`` and ``newest``
-    (failure times) of every dead letter the record holds."""
+    (failure times) of every dead letter the record holds (deleted ones aside)."""
     totals = await db.fetch(
-        "SELECT COUNT(*) AS n, MIN(failed_at) AS oldest, MAX(failed_at) AS newest FROM dead_letters"
+        "SELECT COUNT(*) AS n, MIN(failed_at) AS oldest, MAX(failed_at) AS newest "
+        "FROM dead_letters WHERE status <> 'deleted'"
     )
     by_type = await db.fetch(
-        "SELECT job_type, COUNT(*) AS n FROM dead_letters GROUP BY job_type "
+        "SELECT job_type, COUNT(*) AS n FROM dead_letters WHERE status <> 'deleted' "
+        "GROUP BY job_type "
         "ORDER BY COUNT(*) DESC, job_type"
     )
     return {

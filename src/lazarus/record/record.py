@@ -57,6 +57,11 @@ class Record:
             self._checked = True
         return self.db
 
+    async def check(self) -> None:
+        """Raise :class:`~lazarus.record.RecordSchemaError` unless the record's schema is
+        this lazarus's (``lazarus record migrate`` brings it there)."""
+        await self._ready()
+
     async def list(self, **options: Any) -> queries.RecordPage:
         """A page of dead letters, newest first (see :func:`queries.list_dead_letters`)."""
         return await queries.list_dead_letters(await self._ready(), **options)
