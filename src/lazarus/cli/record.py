@@ -78,10 +78,15 @@ def migrate(record_url: str | None) -> None:
 @PREFIX_OPTION
 @click.option("--link-base", envvar="LAZARUS_PUBLIC_URL", default=None,
               help="The public URL of `lazarus serve`, for links in webhooks.")  # fmt: skip
+@click.option("--claim-idle", default=30.0, show_default=True, type=click.FloatRange(0.1),
+              help="Seconds before work a stopped exporter left is taken over.")  # fmt: skip
+@click.option("--webhook-retry-cap", default=3600.0, show_default=True,
+              type=click.FloatRange(0.1),
+              help="The longest wait between two attempts of one webhook, in seconds.")  # fmt: skip
 def export(
     record_url: str | None, webhook_url: str | None, webhook_secret: str | None,
     webhook_events: str, webhooks_file: str | None, redis_url: str, prefix: str,
-    link_base: str | None,
+    link_base: str | None, claim_idle: float, webhook_retry_cap: float,
 ) -> None:  # fmt: skip
     """Export every change of the prefix's dead letters to the record, and deliver the
     configured webhooks, until SIGTERM or SIGINT. Several may run at once."""
@@ -101,7 +106,10 @@ def export(
         db = open_database(url) if url else None
         click.echo(f"exporting the dead letters of prefix {prefix!r} (SIGTERM stops)")
         try:
-            await drain(redis, stop, db=db, endpoints=hooks, prefix=prefix, link_base=link_base)
+            await drain(
+                redis, stop, db=db, endpoints=hooks, prefix=prefix, link_base=link_base,
+                claim_idle_ms=int(claim_idle * 1000), max_delay=webhook_retry_cap,
+            )  # fmt: skip
         finally:
             if db is not None:
                 await db.close()

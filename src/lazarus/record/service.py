@@ -31,20 +31,30 @@ async def drain(
     prefix: str = "lazarus",
     idle: float = 1.0,
     link_base: str | None = None,
+    claim_idle_ms: int = 30_000,
+    max_delay: float | None = None,
 ) -> None:
     """Export to ``db`` and deliver to ``endpoints`` until ``stop`` is set. The record's schema
-    is checked first (:class:`~lazarus.record.RecordSchemaError` when it is behind)."""
+    is checked first (:class:`~lazarus.record.RecordSchemaError` when it is behind).
+
+    ``claim_idle_ms``: how long an entry another drainer took may stay unacknowledged before
+    this one takes it over (that drainer died); ``max_delay``: the cap of the webhook retry
+    backoff, in seconds (an hour by default)."""
     if db is None and not endpoints:
         raise ValueError("nothing to drain: configure a record URL or a webhook")
     tasks = []
     if db is not None:
         await check(db)
-        exporter = RecordExporter(redis, db, prefix=prefix)
+        exporter = RecordExporter(redis, db, prefix=prefix, claim_idle_ms=claim_idle_ms)
         tasks.append(asyncio.create_task(exporter.run(stop, idle=idle)))
     if endpoints:
         from ..webhooks import WebhookDeliverer
+        from ..webhooks.deliverer import MAX_DELAY
 
-        deliverer = WebhookDeliverer(redis, endpoints, prefix=prefix, link_base=link_base)
+        deliverer = WebhookDeliverer(
+            redis, endpoints, prefix=prefix, link_base=link_base, claim_idle_ms=claim_idle_ms,
+            max_delay=MAX_DELAY if max_delay is None else max_delay,
+        )  # fmt: skip
         tasks.append(asyncio.create_task(_deliver(deliverer, stop, idle)))
     try:
         await asyncio.gather(*tasks)
