@@ -55,6 +55,7 @@ async def test_purge_appends_an_entry_with_the_dead_letters_fields_as_they_were(
     await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "d1"])
 
     arrival, purge = await entries(raw, d)
+    assert arrival["event"] == "dead-lettered"
     assert (purge["event"], purge["id"], purge["status"]) == ("purged", "d1", "purged")
     assert purge["h:data"] == '{"b":1,"a":12345678901234567890}'
     assert purge["h:dlq:sourceQueue"] == "src"
