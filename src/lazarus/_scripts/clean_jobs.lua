@@ -25,6 +25,8 @@
 
   Returns: the ids removed.
   Events:  cleaned (count, state) when any were removed
+  Outbox:  cleaned, per dead letter removed (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys

@@ -21,6 +21,8 @@
 
   Returns: 1 removed, -1 JOB_NOT_FOUND, -6 JOB_STATE (the job is active).
   Events:  removed (jobId)
+  Outbox:  removed, when the job was a dead letter (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys

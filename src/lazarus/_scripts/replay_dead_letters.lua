@@ -31,6 +31,8 @@
            worker on the dead letter queue holds it; untouched).
   Events:  dead letter queue: replayed (jobId, newJobId, queue); source queue: waiting |
            delayed (jobId); the new job's hash records replayOf
+  Outbox:  replayed, per dead letter replayed (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys
