@@ -102,3 +102,25 @@ async def test_a_webhook_url_without_a_secret_is_a_usage_error(sqlite_url: str) 
 
     assert result.exit_code == 2
     assert "LAZARUS_WEBHOOK_SECRET" in result.output
+
+
+async def test_webhooks_forget_drops_the_endpoints_place_in_every_outbox(
+    raw: aioredis.Redis, prefix: str, redis_url: str
+) -> None:
+    # Given a webhook's group on the outbox of two dead letter queues
+    from lazarus.record.outbox import Outbox
+
+    for name in ("a-dlq", "b-dlq"):
+        await raw.sadd(QueueKeys(prefix, name).dead_letter_registry, name)
+        await Outbox(raw, prefix, group="webhook:ops", consumer="c").enable(name)
+
+    # When it is forgotten
+    result = await invoke("webhooks", "forget", "ops", "--redis-url", redis_url,
+                          "--prefix", prefix)  # fmt: skip
+
+    # Then no outbox is kept for it any more
+    assert result.exit_code == 0, result.output
+    assert "2 dead letter queues" in result.output
+    for name in ("a-dlq", "b-dlq"):
+        keys = QueueKeys(prefix, name)
+        assert await raw.exists(keys.dl_outbox, keys.dl_outbox_enabled) == 0

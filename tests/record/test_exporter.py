@@ -12,6 +12,7 @@ from lazarus import Queue, Worker
 from lazarus._keys import QueueKeys
 from lazarus.record.database import Database
 from lazarus.record.exporter import RecordExporter
+from lazarus.record.outbox import Outbox
 
 from .helpers import dead_letter
 
@@ -147,3 +148,27 @@ async def test_dead_letters_held_before_the_outbox_was_enabled_are_copied_once(
 
     # Then both are in the record
     assert sorted(r["id"] for r in await rows(db)) == sorted(j.id for j in jobs)
+
+
+async def test_forgetting_the_last_drainer_switches_the_outbox_off_and_deletes_it(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given the record's and a webhook's groups on an outbox holding one undrained entry
+    keys = QueueKeys(prefix, dlq.name)
+    await raw.sadd(keys.dead_letter_registry, dlq.name)
+    await exporter.enable()
+    hook = Outbox(raw, prefix, group="webhook:ops", consumer="c")
+    await hook.enable(dlq.name)
+    await dead_letter(make_worker, queue, dlq, [("a", 1)])
+
+    # When the record is forgotten, the webhook's group still holds the entry back
+    await exporter.outbox.forget(dlq.name)
+    assert await raw.xlen(keys.dl_outbox) == 1
+    assert await raw.exists(keys.dl_outbox_enabled) == 1
+
+    # And when the webhook is forgotten too, the outbox is off and gone
+    await hook.forget(dlq.name)
+    assert await raw.exists(keys.dl_outbox, keys.dl_outbox_enabled) == 0
+    await dead_letter(make_worker, queue, dlq, [("b", 2)])
+    assert await raw.exists(keys.dl_outbox) == 0

@@ -191,3 +191,33 @@ async def test_send_test_reaches_the_receiver_signed(receiver: Receiver) -> None
     assert status == 204 and "delivered" in line
     _, headers, body = receiver.requests[0]
     assert Webhook(SECRET).verify(body, headers)["type"] == "webhook.test"
+
+
+@pytest.mark.usefixtures("registered")
+async def test_an_event_refused_for_longer_than_the_retry_window_is_abandoned_and_logged(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, raw: aioredis.Redis, prefix: str,
+    receiver: Receiver,
+) -> None:  # fmt: skip
+    # Given a receiver that keeps answering 503 and a retry window of a moment
+    receiver.status = 503
+    deliverer = make_deliverer(
+        raw, prefix, WebhookEndpoint("ops", receiver.url, SECRET),
+        retry_for=datetime.timedelta(milliseconds=200),
+    )  # fmt: skip
+    await deliverer.step()
+    await dead_letter(make_worker, queue, dlq, [("a", 1)])
+
+    # When the deliverer keeps trying
+    async def abandoned() -> bool:
+        await deliverer.step()
+        log = await deliveries(raw, prefix, [dlq.name])
+        return bool(log) and log[0]["outcome"] == "abandoned"
+
+    await wait_until(abandoned, message="the event given up")
+    await deliverer.close()
+
+    # Then it tried more than once, gave up, and holds nothing back any more
+    log = await deliveries(raw, prefix, [dlq.name])
+    assert len(log) >= 2 and {e["outcome"] for e in log[1:]} == {"failed"}
+    assert await raw.xlen(QueueKeys(prefix, dlq.name).dl_outbox) == 0
+    assert await raw.exists(QueueKeys(prefix, dlq.name).dl_webhook_schedule("ops")) == 0

@@ -184,3 +184,33 @@ def replay(dead_letter_id: str, record_url: str | None, redis_url: str, prefix: 
 
     new_id = run_async(_with_record(record_url, redis_url, prefix, work))
     click.echo(f"replayed {dead_letter_id} as job {new_id}")
+
+
+async def forget_group(redis_url: str, prefix: str, group: str, extra_keys: str = "") -> int:
+    """Drop consumer group ``group`` from every dead letter queue's outbox (and the per-queue
+    key named by ``extra_keys``: a webhook endpoint's retries); returns how many queues."""
+    from .._connection import connect
+    from ..record.outbox import Outbox
+
+    redis = connect(redis_url)
+    try:
+        outbox = Outbox(redis, prefix, group=group, consumer="-")
+        queues = await outbox.dead_letter_queues()
+        for queue in queues:
+            await outbox.forget(queue)
+            if extra_keys:
+                await redis.delete(outbox.keys(queue).dl_webhook_schedule(extra_keys))
+        return len(queues)
+    finally:
+        await redis.aclose()
+
+
+@record.command()
+@URL_OPTION
+@PREFIX_OPTION
+def forget(redis_url: str, prefix: str) -> None:
+    """Stop keeping changes for the record: drop the exporter's place in every outbox (an
+    outbox nothing else drains is switched off and deleted). Run it when the record is
+    retired for good; `lazarus record export` switches it on again."""
+    count = run_async(forget_group(redis_url, prefix, "record"))
+    click.echo(f"the record no longer holds back the outbox of {count} dead letter queues")

@@ -6,7 +6,7 @@ import click
 
 from ._options import emit_json
 from .main import PREFIX_OPTION, URL_OPTION
-from .record import run_async
+from .record import forget_group, run_async
 
 
 @click.group()
@@ -65,3 +65,20 @@ def deliveries(
             f"attempt {d['attempt']}  {d['outcome']:<9} {status}  {d['error'] or ''}".rstrip()
         )
     click.echo(f"{len(found)} delivery attempts")
+
+
+@webhooks.command()
+@click.argument("name")
+@URL_OPTION
+@PREFIX_OPTION
+def forget(name: str, redis_url: str, prefix: str) -> None:
+    """Retire webhook endpoint NAME (``default`` for the one from LAZARUS_WEBHOOK_URL): drop
+    its place and its pending retries in every outbox, so that they are no longer kept."""
+    from .._keys import validate_name
+
+    try:
+        validate_name(name, "webhook name")
+    except (TypeError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
+    count = run_async(forget_group(redis_url, prefix, f"webhook:{name}", name))
+    click.echo(f"webhook {name!r} forgotten in {count} dead letter queues")

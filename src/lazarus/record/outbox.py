@@ -101,6 +101,22 @@ class Outbox:
         # The group exists before the marker: no entry is appended that it could miss.
         return bool(await self.redis.set(keys.dl_outbox_enabled, "1", nx=True))
 
+    async def forget(self, queue: str) -> None:
+        """Drop this group from ``queue``'s outbox (a drainer retired for good, whose
+        unacknowledged entries would otherwise be kept forever); when no group is left, switch
+        the outbox off and delete it."""
+        keys = self.keys(queue)
+        if await self.redis.exists(keys.dl_outbox):
+            await self.redis.xgroup_destroy(keys.dl_outbox, self.group)
+            groups: Any = await self.redis.xinfo_groups(keys.dl_outbox)
+            if not groups:
+                # Marker first: no script appends after it is gone, so nothing is lost that a
+                # group could still have wanted.
+                await self.redis.delete(keys.dl_outbox_enabled)
+                await self.redis.delete(keys.dl_outbox)
+            else:
+                await self.trim(queue)
+
     async def take(self, queue: str, *, count: int) -> list[OutboxEntry]:
         """Up to ``count`` entries for this consumer: first those another consumer took and
         left unacknowledged for ``claim_idle_ms`` (it crashed), then new ones."""
