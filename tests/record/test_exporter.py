@@ -172,3 +172,25 @@ async def test_forgetting_the_last_drainer_switches_the_outbox_off_and_deletes_i
     assert await raw.exists(keys.dl_outbox, keys.dl_outbox_enabled) == 0
     await dead_letter(make_worker, queue, dlq, [("b", 2)])
     assert await raw.exists(keys.dl_outbox) == 0
+
+
+async def test_a_record_started_after_a_webhook_drained_the_outbox_still_gets_every_dead_letter(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given a webhook group that switched the outbox on, read and acknowledged an arrival
+    keys = QueueKeys(prefix, dlq.name)
+    await raw.sadd(keys.dead_letter_registry, dlq.name)
+    hook = Outbox(raw, prefix, group="webhook:ops", consumer="c")
+    await hook.enable(dlq.name)
+    [letter] = await dead_letter(make_worker, queue, dlq, [("a", 1)])
+    taken = await hook.take(dlq.name, count=10)
+    await hook.ack(dlq.name, [e.position for e in taken])
+    await hook.trim(dlq.name)
+    assert await raw.xlen(keys.dl_outbox) == 0
+
+    # When the record's exporter starts
+    await drain(exporter)
+
+    # Then the dead letter is in the record all the same
+    assert [r["id"] for r in await rows(db)] == [letter.id]

@@ -221,3 +221,24 @@ async def test_an_event_refused_for_longer_than_the_retry_window_is_abandoned_an
     assert len(log) >= 2 and {e["outcome"] for e in log[1:]} == {"failed"}
     assert await raw.xlen(QueueKeys(prefix, dlq.name).dl_outbox) == 0
     assert await raw.exists(QueueKeys(prefix, dlq.name).dl_webhook_schedule("ops")) == 0
+
+
+@pytest.mark.usefixtures("registered")
+async def test_an_arrival_delivered_after_the_dead_letter_left_still_names_what_died(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, raw: aioredis.Redis, prefix: str,
+    receiver: Receiver,
+) -> None:  # fmt: skip
+    # Given an arrival not delivered yet, and the dead letter purged meanwhile
+    deliverer = make_deliverer(raw, prefix, WebhookEndpoint("ops", receiver.url, SECRET))
+    await deliverer.step()
+    [letter] = await dead_letter(make_worker, queue, dlq, [("email.send", 1)])
+    await dlq.purge_dead_letter(letter.id)
+
+    # When it is delivered
+    await drain(deliverer, lambda: len(receiver.requests) == 1)
+    await deliverer.close()
+
+    # Then its summary still says what died, from where, and why
+    data = json.loads(receiver.requests[0][2])["data"]
+    assert (data["id"], data["jobName"], data["sourceQueue"]) == (letter.id, "email.send", "jobs")
+    assert (data["errorType"], data["reason"]) == ("UnrecoverableError", "unrecoverable")

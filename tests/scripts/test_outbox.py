@@ -32,7 +32,7 @@ async def test_no_entry_is_appended_while_the_outbox_is_off(
     assert await raw.exists(d.dl_outbox) == 0
 
 
-async def test_arrival_appends_an_entry_without_a_copy_of_the_dead_letter(
+async def test_arrival_appends_an_entry_with_its_indexed_values_but_no_copy_of_it(
     raw: aioredis.Redis, d: QueueKeys
 ) -> None:
     await raw.set(d.dl_outbox_enabled, "1")
@@ -43,6 +43,8 @@ async def test_arrival_appends_an_entry_without_a_copy_of_the_dead_letter(
     assert entry["event"] == "dead-lettered"
     assert entry["id"] == "d1"
     assert entry["status"] == "pending"
+    assert (entry["v:q"], entry["v:n"], entry["v:e"]) == ("src", "email", "TimeoutError")
+    assert entry["v:r"] == "attempts_exhausted"
     assert not [f for f in entry if f.startswith("h:")]
 
 

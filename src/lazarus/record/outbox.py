@@ -29,7 +29,9 @@ class OutboxEntry:
 
     ``position`` is the stream entry id: the changes of one dead letter queue in the order they
     happened. ``snapshot`` holds the dead letter's fields when the change removed it, else is
-    empty (the dead letter's hash is still there to read).
+    empty (the dead letter's hash is still there to read). ``values`` holds, on arrival, the
+    dead letter's indexed values (``q`` source queue, ``n`` name, ``e`` error type, ``r``
+    reason).
     """
 
     queue: str
@@ -39,6 +41,7 @@ class OutboxEntry:
     at: int
     status: str
     snapshot: Mapping[str, str]
+    values: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def sort_key(self) -> str:
@@ -59,6 +62,7 @@ def parse_entry(queue: str, position: str, fields: Mapping[str, str]) -> OutboxE
         at=int(at),
         status=fields.get("status", ""),
         snapshot=snapshot,
+        values={k[2:]: v for k, v in fields.items() if k.startswith("v:")},
     )
 
 
@@ -89,17 +93,20 @@ class Outbox:
         return sorted(names)
 
     async def enable(self, queue: str) -> bool:
-        """Create this group on ``queue``'s outbox (from its start) and switch the outbox on.
-        Returns whether the outbox was off before (its existing dead letters are then not in
-        it: a caller may want to copy them)."""
+        """Create this group on ``queue``'s outbox (from the oldest entry kept) and switch the
+        outbox on. Returns whether the group is new: the dead letters that arrived before it
+        are then not (all) in the outbox, and a caller may want to copy them."""
         keys = self.keys(queue)
+        created = True
         try:
             await self.redis.xgroup_create(keys.dl_outbox, self.group, id="0", mkstream=True)
         except ResponseError as error:
             if "BUSYGROUP" not in str(error):
                 raise
+            created = False
         # The group exists before the marker: no entry is appended that it could miss.
-        return bool(await self.redis.set(keys.dl_outbox_enabled, "1", nx=True))
+        await self.redis.set(keys.dl_outbox_enabled, "1")
+        return created
 
     async def forget(self, queue: str) -> None:
         """Drop this group from ``queue``'s outbox (a drainer retired for good, whose

@@ -46,7 +46,13 @@ def backoff(
 
 
 def summary(entry: OutboxEntry, h: Mapping[str, str], *, link_base: str | None) -> dict[str, Any]:
-    """The ``data`` of one event: the dead letter's summary and a link to it."""
+    """The ``data`` of one event: the dead letter's summary and a link to it. ``h`` is its
+    hash (empty when it is gone already: the entry's own values stand in)."""
+    if not h:
+        v = entry.values
+        h = {"dlq:sourceQueue": v.get("q", ""), "name": v.get("n", ""),
+             "dlq:errorType": v.get("e", ""), "dlq:reason": v.get("r", ""),
+             "dlq:deadLetteredAt": str(entry.at)}  # fmt: skip
     at = from_ms(h.get("dlq:deadLetteredAt"))
     path = f"/api/v1/dead-letter/{entry.id}"
     return {

@@ -45,7 +45,7 @@ local function store_add(dl, id, values, at, origin)
   redis.call('ZADD', dl .. 'v:n', 'NX', 0, values[2])
   redis.call('ZADD', dl .. 'v:s', 'NX', 0, values[5])
   if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
-  outbox_append(dl, 'dead-lettered', id, at, values[5])
+  outbox_append(dl, 'dead-lettered', id, at, values[5], nil, values)
 end
 
 -- store_remove(dl, id, key, cause, now): take dead letter `id` (hash `key`, still present)
