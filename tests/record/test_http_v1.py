@@ -135,12 +135,11 @@ async def test_delete_answers_204_and_the_dead_letter_is_gone_from_redis_and_the
     assert (await client.get(f"/api/v1/dead-letter/{letters[1]}")).status_code == 404
 
 
+@pytest.mark.parametrize("source", ["sqlite", "postgresql"], indirect=True)
 async def test_the_record_answers_for_dead_letters_redis_no_longer_holds(
     client: httpx.AsyncClient, letters: list[str], dlq: Queue, raw: aioredis.Redis,
     prefix: str, source: str,
 ) -> None:  # fmt: skip
-    if source == "redis":
-        pytest.skip("only the record keeps purged dead letters")
     await dlq.purge_dead_letter(letters[0])
     await exported(client, raw, prefix)
 
