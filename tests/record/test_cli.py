@@ -61,6 +61,9 @@ async def test_migrate_then_export_list_show_and_replay(
         output = exporter.communicate(timeout=30)[0].decode()
     # Then the exporter stopped cleanly on SIGTERM, and the record shows and replays it
     assert exporter.returncode == 0, output
+    listed = (await invoke("record", "list", env=env)).stdout
+    assert letter.id in listed and "email.send" in listed and "UnrecoverableError" in listed
+    assert "1 dead letters in the record; page 1 of 1" in listed
     shown = json.loads((await invoke("record", "show", letter.id, env=env)).stdout)
     assert shown["jobPayload"] == {"to": "x"} and shown["status"] == "pending"
     replayed = await invoke("record", "replay", letter.id, "--prefix", prefix, env=env)

@@ -150,7 +150,8 @@ def list_(
             f"{row['id']}  {row['failed_at']:%Y-%m-%d %H:%M:%S}  {row['status']:<10} "
             f"{row['job_type']:<20} {row['error_type']}: {(row['failure_reason'] or '')[:60]}"
         )
-    click.echo(f"{found.total} dead letters in the record; page {page} of {found.total_pages}")
+    pages = max(found.total_pages, 1)
+    click.echo(f"{found.total} dead letters in the record; page {page} of {pages}")
 
 
 @record.command()

@@ -22,10 +22,11 @@ from typing import Any
 
 from .._keys import validate_name
 
-# The outbox events a webhook can carry; dead-lettered is the default.
+# The outbox events a webhook can carry: arrivals, removals by cause, and the statuses a dead
+# letter can enter (a status change's event is the status). dead-lettered is the default.
 EVENTS = frozenset({"dead-lettered", "replayed", "purged", "removed", "cleaned", "claimed",
-                    "resolved", "archived", "pruned", "manual", "processing", "failed",
-                    "alert"})  # fmt: skip
+                    "pruned", "pending", "manual", "processing", "resolved", "failed",
+                    "archived"})  # fmt: skip
 DEFAULT_EVENTS = frozenset({"dead-lettered"})
 
 

@@ -12,7 +12,8 @@
 --                         has acknowledged them (the drainers trim, never the scripts)
 -- Every change of a dead letter must call outbox_append: store_add (dead-lettered),
 -- store_remove (the cause: replayed, purged, removed, cleaned, claimed) and every status
--- change (the status it enters, with the dead letter's hash left in place).
+-- change, as outbox_append(dl, <status entered>, id, now, <status entered>) after the hash
+-- holds the new status (and its timeline): the event of a status change is the status.
 --
 -- outbox_append(dl, event, id, at, status, snapshot_key, values): append one entry when the
 -- outbox is enabled. `at` (ms) may be '' (the entry id's time stands for it);
