@@ -194,3 +194,32 @@ async def test_a_record_started_after_a_webhook_drained_the_outbox_still_gets_ev
 
     # Then the dead letter is in the record all the same
     assert [r["id"] for r in await rows(db)] == [letter.id]
+
+
+async def test_a_status_change_is_applied_from_the_hash_with_its_timeline(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given an exported dead letter whose status then changes the way a status change script
+    # does it: the hash gets the status and its timeline, the outbox an entry named after it
+    keys = QueueKeys(prefix, dlq.name)
+    await raw.sadd(keys.dead_letter_registry, dlq.name)
+    await exporter.enable()
+    [letter] = await dead_letter(make_worker, queue, dlq, [("a", 1)])
+    await drain(exporter)
+    timeline = '[{"status":"pending","at":1},{"status":"resolved","at":2,"actor":"ops"}]'
+    await raw.hset(keys.job(letter.id), mapping={"dlq:status": "resolved",
+                                                 "dlq:timeline": timeline})  # fmt: skip
+    await raw.xadd(keys.dl_outbox, {"event": "resolved", "id": letter.id, "at": "",
+                                    "status": "resolved"})  # fmt: skip
+
+    # When the exporter drains
+    await drain(exporter)
+
+    # Then the row has the new status, when it was resolved, and the timeline as text
+    [row] = await db.fetch(
+        f"SELECT status, resolved_at, {db.payload('timeline')} FROM dead_letters"
+    )
+    assert row["status"] == "resolved" and row["resolved_at"] is not None
+    assert row["timeline"] == timeline
+    assert await events(db, letter.id) == [("dead-lettered", "pending"), ("resolved", "resolved")]
