@@ -10,6 +10,7 @@ logged (``dl:wh:log``). Redirects are not followed and each request has bounded 
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import os
@@ -32,6 +33,9 @@ FIRST_DELAY = 5.0
 MAX_DELAY = 3600.0
 RETRY_FOR = datetime.timedelta(days=3)
 TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+# Requests in flight at once per endpoint: a receiver that answers slowly costs a step at
+# most batch / CONCURRENCY timeouts.
+CONCURRENCY = 8
 
 
 def backoff(
@@ -114,15 +118,18 @@ class WebhookDeliverer:
         self._enabled: set[tuple[str, str]] = set()
 
     async def step(self) -> int:
-        """One round over every queue and endpoint; returns how many attempts it made."""
+        """One round over every queue and endpoint; returns how many attempts it made. The
+        endpoints go at once, so a slow one does not hold back the others."""
+        return sum(await asyncio.gather(*(self._endpoint_step(e) for e in self.endpoints)))
+
+    async def _endpoint_step(self, endpoint: WebhookEndpoint) -> int:
         attempts = 0
-        for endpoint in self.endpoints:
-            outbox = self.outboxes[endpoint.name]
-            for queue in await outbox.dead_letter_queues():
-                if (endpoint.name, queue) not in self._enabled:
-                    await outbox.enable(queue)
-                    self._enabled.add((endpoint.name, queue))
-                attempts += await self._deliver_queue(endpoint, outbox, queue)
+        outbox = self.outboxes[endpoint.name]
+        for queue in await outbox.dead_letter_queues():
+            if (endpoint.name, queue) not in self._enabled:
+                await outbox.enable(queue)
+                self._enabled.add((endpoint.name, queue))
+            attempts += await self._deliver_queue(endpoint, outbox, queue)
         return attempts
 
     async def _deliver_queue(self, endpoint: WebhookEndpoint, outbox: Outbox, queue: str) -> int:
@@ -130,12 +137,14 @@ class WebhookDeliverer:
         # those a crashed deliverer left; an entry not yet due stays where it is.
         entries = await outbox.pending(queue, count=self.batch)
         entries += await outbox.take(queue, count=self.batch)
-        seen: set[str] = set()
-        attempts = 0
-        for entry in entries:
-            if entry.position not in seen:
-                seen.add(entry.position)
-                attempts += await self._handle(endpoint, outbox, entry)
+        unique = list({e.position: e for e in entries}.values())
+        slots = asyncio.Semaphore(CONCURRENCY)
+
+        async def handle(entry: OutboxEntry) -> int:
+            async with slots:
+                return await self._handle(endpoint, outbox, entry)
+
+        attempts = sum(await asyncio.gather(*(handle(e) for e in unique)))
         await outbox.trim(queue)
         return attempts
 
