@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Queue, Worker
 from lazarus._keys import QueueKeys
-from lazarus.record.database import Database
+from lazarus.record.database import Database, open_database
 from lazarus.record.exporter import RecordExporter
 from lazarus.record.outbox import Outbox
 
@@ -223,3 +223,13 @@ async def test_a_status_change_is_applied_from_the_hash_with_its_timeline(
     assert row["status"] == "resolved" and row["resolved_at"] is not None
     assert row["timeline"] == timeline
     assert await events(db, letter.id) == [("dead-lettered", "pending"), ("resolved", "resolved")]
+
+
+@pytest.mark.parametrize(
+    ("batch", "error"), [(0, ValueError), (10_001, ValueError), (True, TypeError), ("5", TypeError)]
+)
+def test_a_bad_batch_size_raises_naming_batch(
+    raw: aioredis.Redis, batch: object, error: type[Exception], sqlite_url: str
+) -> None:
+    with pytest.raises(error, match="batch"):
+        RecordExporter(raw, open_database(sqlite_url), batch=batch)  # type: ignore[arg-type]

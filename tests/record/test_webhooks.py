@@ -242,3 +242,19 @@ async def test_an_arrival_delivered_after_the_dead_letter_left_still_names_what_
     data = json.loads(receiver.requests[0][2])["data"]
     assert (data["id"], data["jobName"], data["sourceQueue"]) == (letter.id, "email.send", "jobs")
     assert (data["errorType"], data["reason"]) == ("UnrecoverableError", "unrecoverable")
+
+
+def test_endpoints_from_configuration_name_the_entry_and_field_at_fault(
+    raw: aioredis.Redis,
+) -> None:
+    ok = WebhookEndpoint.from_mapping({"name": "a", "url": "https://x.example/in",
+                                       "secret": SECRET, "events": ["purged"]})  # fmt: skip
+    assert ok.events == frozenset({"purged"}) and ok.group == "webhook:a"
+    with pytest.raises(ValueError, match=r"webhooks\[3\]: webhook events"):
+        WebhookEndpoint.from_mapping(
+            {"url": "https://x.example/in", "secret": SECRET, "events": ["exploded"]}, index=3
+        )
+    with pytest.raises(ValueError, match=r"webhooks\[0\] has unknown fields \['retries'\]"):
+        WebhookEndpoint.from_mapping({"url": "https://x.example/in", "retries": 3})
+    with pytest.raises(ValueError, match="distinct"):
+        WebhookDeliverer(raw, [ok, ok])

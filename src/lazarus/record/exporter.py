@@ -44,8 +44,10 @@ class RecordExporter:
         claim_idle_ms: int = 30_000,
         consumer: str | None = None,
     ) -> None:
-        if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= 10_000:
-            raise ValueError("batch must be an int from 1 to 10000")
+        if not isinstance(batch, int) or isinstance(batch, bool):
+            raise TypeError(f"batch must be an int, not {type(batch).__name__}")
+        if not 1 <= batch <= 10_000:
+            raise ValueError(f"batch must be from 1 to 10000, got {batch}")
         self.redis = redis
         self.db = db
         self.batch = batch
