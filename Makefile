@@ -15,7 +15,7 @@ FLOOR_TESTS := tests/test_queue.py tests/test_worker.py tests/scripts tests/test
 	tests/test_events.py tests/cli tests/test_embedded.py tests/test_input_fuzz.py \
 	tests/test_obliterate.py
 
-.PHONY: demo test test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq format clean
+.PHONY: postgres demo test test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,12 +26,20 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) examples/demo.py
 
-test: $(VENV)/.installed
+# The record's tests start a private PostgreSQL server from Debian's package: installed here
+# when missing (as root), so that `make test` needs nothing set up beforehand.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	  { echo "the record's tests need PostgreSQL: apt-get install postgresql" >&2; exit 1; }
+
+test: $(VENV)/.installed postgres
 	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest
 
 # The fault-injection scenarios (docs/reliability.md): real worker processes and a real
 # redis-server, killed, stopped and starved on purpose. About five minutes.
-chaos: $(VENV)/.installed
+chaos: $(VENV)/.installed postgres
 	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest tests/chaos -m chaos
 
 # `make test` runs on the newest redis-py pyproject.toml allows; this runs the core of the

@@ -21,6 +21,11 @@ Cluster slot::
     <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
     <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
+    <prefix>:{<queue>}:dl:x         STREAM the outbox: every change of a dead letter, for the
+                                           record exporter and webhooks (docs/record.md)
+    <prefix>:{<queue>}:dl:x:on      STRING present while the outbox is enabled
+    <prefix>:{<queue>}:dl:wh:s:<e>  HASH   webhook endpoint e's retries: entry -> schedule
+    <prefix>:{<queue>}:dl:wh:log    STREAM the webhook delivery log, one entry per attempt
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
@@ -180,6 +185,25 @@ class QueueKeys:
     @property
     def dl_origins(self) -> str:
         return self.base + "dl:o"
+
+    @property
+    def dl_outbox(self) -> str:
+        """The outbox stream: one entry per change of a dead letter, while enabled."""
+        return self.base + "dl:x"
+
+    @property
+    def dl_outbox_enabled(self) -> str:
+        """Present while something drains the outbox; scripts append only then."""
+        return self.base + "dl:x:on"
+
+    def dl_webhook_schedule(self, endpoint: str) -> str:
+        """Webhook endpoint ``endpoint``'s retries: outbox entry id -> attempts and next try."""
+        return self.base + "dl:wh:s:" + endpoint
+
+    @property
+    def dl_webhook_log(self) -> str:
+        """The webhook delivery log: one entry per attempt, trimmed to about 10,000."""
+        return self.base + "dl:wh:log"
 
     @property
     def job_prefix(self) -> str:

@@ -25,6 +25,8 @@
 
   Returns: the ids removed.
   Events:  cleaned (count, state) when any were removed
+  Outbox:  cleaned, per dead letter removed (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys
@@ -61,7 +63,7 @@ elseif state == 'waiting' then
     local old = redis.call('ZRANGE', index, '-inf', cutoff * 1000 + 999, 'BYSCORE',
       'LIMIT', 0, limit - #removed)
     for _, id in ipairs(old) do
-      store_remove(q.dl, id, q.job_prefix .. id)
+      store_remove(q.dl, id, q.job_prefix .. id, 'cleaned', '')
       drop(id)
     end
   end

@@ -33,6 +33,8 @@
            call that finished the job (same id and token) changes nothing and answers as the
            first did: {0, next_due, the job it claimed if still held | false}.
   Events:  completed (jobId, returnvalue), then those of claim_jobs
+  Outbox:  as claim_jobs
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include json_append

@@ -44,6 +44,8 @@
   Events:  source: failed (jobId, failedReason, attemptsMade, deadLettered),
            deadLettered (jobId, queue, deadLetterQueue, deadLetterId, failedReason, reason);
            dead letter queue: waiting (jobId of the dead letter); then those of claim_jobs
+  Outbox:  dead-lettered, then as claim_jobs
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include json_append

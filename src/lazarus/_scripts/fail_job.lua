@@ -34,6 +34,8 @@
   Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job, and a second
            run answers as the first, as complete_job.
   Events:  failed (jobId, failedReason, attemptsMade), then those of claim_jobs
+  Outbox:  dead-lettered (a dead letter queue is configured), then as claim_jobs
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include json_append

@@ -14,6 +14,8 @@
            -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not in the store: a worker on
            the dead letter queue holds it; untouched).
   Events:  purged (count, jobIds: the first 100 ids, comma-separated) when any were purged
+  Outbox:  purged, per dead letter purged (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include store
@@ -23,7 +25,7 @@ local count = 0
 for i = 4, #KEYS do
   local id = ARGV[i - 2]
   local result
-  local removed, values = store_remove(KEYS[1], id, KEYS[i])
+  local removed, values = store_remove(KEYS[1], id, KEYS[i], 'purged', '')
   if not values then
     result = (redis.call('EXISTS', KEYS[i]) == 1) and -4 or -1
   elseif not removed then

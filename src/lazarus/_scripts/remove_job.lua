@@ -21,6 +21,8 @@
 
   Returns: 1 removed, -1 JOB_NOT_FOUND, -6 JOB_STATE (the job is active).
   Events:  removed (jobId)
+  Outbox:  removed, when the job was a dead letter (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys
@@ -36,7 +38,7 @@ redis.call('ZREM', q.prioritized, id)
 redis.call('ZREM', q.delayed, id)
 redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[12], id)
-store_remove(q.dl, id, KEYS[13])
+store_remove(q.dl, id, KEYS[13], 'removed', '')
 redis.call('DEL', KEYS[13])
 emit(q.events, ARGV[2], 'removed', 'jobId', id)
 return 1

@@ -31,6 +31,8 @@
            worker on the dead letter queue holds it; untouched).
   Events:  dead letter queue: replayed (jobId, newJobId, queue); source queue: waiting |
            delayed (jobId); the new job's hash records replayOf
+  Outbox:  replayed, per dead letter replayed (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys
@@ -60,7 +62,7 @@ for i = 14, #KEYS, 2 do
     result = state_of(new_id)
   elseif not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif not store_remove(dl, dl_id, dl_key) then
+  elseif not store_remove(dl, dl_id, dl_key, 'replayed', ARGV[1]) then
     result = -6
   else
     local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from .._connection import DEFAULT_URL
+from ._record_options import endpoints, record_url_option, webhook_options
+
+if TYPE_CHECKING:
+    from ..webhooks import WebhookEndpoint
 
 
 def is_loopback(host: str) -> bool:
@@ -36,11 +44,18 @@ def is_loopback(host: str) -> bool:
     hidden=True,
     help="Honour the OJS conformance suite's test directives (tests only).",
 )
+@record_url_option(required=False)
+@webhook_options
+@click.option("--link-base", envvar="LAZARUS_PUBLIC_URL", default=None,
+              help="This server's public URL, for links in webhooks.")  # fmt: skip
 def serve(
     host: str, port: int, redis_url: str, prefix: str, token: str | None,
     dead_letter_queue: str, ojs_test_hooks: bool,
+    record_url: str | None, webhook_url: str | None, webhook_secret: str | None,
+    webhook_events: str, webhooks_file: str | None, link_base: str | None,
 ) -> None:  # fmt: skip
-    """Serve the HTTP API and the dashboard with uvicorn until SIGTERM or SIGINT."""
+    """Serve the HTTP API and the dashboard with uvicorn until SIGTERM or SIGINT; with a
+    record or webhooks configured, export and deliver the dead letter outbox beside it."""
     if not token and not is_loopback(host):
         raise click.UsageError(
             f"refusing to serve on {host!r} without a token: anyone who can reach it could "
@@ -56,14 +71,41 @@ def serve(
             f"{exc}; install the server extra: pip install 'lazarus-queue[server]'"
         ) from None
     try:
+        hooks = endpoints(webhook_url, webhook_secret, webhook_events, webhooks_file)
+        drainers = _drainers(redis_url, prefix, record_url, hooks, link_base)
         app = create_app(
-            connection=redis_url,
-            prefix=prefix,
-            token=token,
-            dead_letter_queue=dead_letter_queue,
-            ojs_test_hooks=ojs_test_hooks,
-        )
+            connection=redis_url, prefix=prefix, token=token, record=record_url,
+            drainers=drainers, dead_letter_queue=dead_letter_queue, ojs_test_hooks=ojs_test_hooks,
+        )  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise click.BadParameter(str(exc)) from None
     click.echo(f"lazarus API on http://{host}:{port} (prefix {prefix!r})")
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def _drainers(
+    redis_url: str, prefix: str, record_url: str | None, hooks: list[WebhookEndpoint],
+    link_base: str | None,
+) -> list[Callable[[asyncio.Event], Awaitable[None]]]:  # fmt: skip
+    """The outbox drainer the server runs in the background, when anything is configured."""
+    if record_url is None and not hooks:
+        return []
+
+    async def run(stop: asyncio.Event) -> None:
+        from .._connection import connect
+        from ..record import open_database
+        from ..record.service import drain
+
+        redis = connect(redis_url)
+        db = open_database(record_url) if record_url else None
+        try:
+            await drain(redis, stop, db=db, endpoints=hooks, prefix=prefix, link_base=link_base)
+        except Exception:
+            logging.getLogger("lazarus.record").exception("the outbox drainer stopped")
+            raise
+        finally:
+            if db is not None:
+                await db.close()
+            await redis.aclose()
+
+    return [run]

@@ -33,7 +33,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
         -- A worker on a dead letter queue takes its pending dead letters, oldest first.
         popped = redis.call('ZRANGE', q.dl .. 'i:s:pending', 0, 0)
         if #popped == 0 then return false end
-        store_remove(q.dl, popped[1], q.job_prefix .. popped[1])
+        store_remove(q.dl, popped[1], q.job_prefix .. popped[1], 'claimed', now)
       end
       id = popped[1]
     end

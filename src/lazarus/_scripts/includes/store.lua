@@ -8,9 +8,11 @@
 --   dl .. 'c'                 HASH  how many dead letters have each combination of the five
 --                                   values; any subset's count is a sum of these
 --   dl .. 'o'                 HASH  original job id -> dead letter id
+--   dl .. 'x', dl .. 'x:on'           the outbox (includes/outbox.lua)
 -- Fields f: q source queue, n job name, e error type, r reason, s status. Every dead letter has
 -- exactly one status, so the status indexes ('i:s:<status>') partition the store: together
 -- they are its arrival order, and a dead letter is in the store when it is in its status's.
+-- @include outbox
 local STORE_CODES = {'q', 'n', 'e', 'r', 's'}
 local STORE_FIELDS = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
   'dlq:deadLetteredAt', 'dlq:originalJobId'}
@@ -43,12 +45,14 @@ local function store_add(dl, id, values, at, origin)
   redis.call('ZADD', dl .. 'v:n', 'NX', 0, values[2])
   redis.call('ZADD', dl .. 'v:s', 'NX', 0, values[5])
   if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
+  outbox_append(dl, 'dead-lettered', id, at, values[5], nil, values)
 end
 
--- store_remove(dl, id, key): take dead letter `id` (hash `key`, still present) out of every
--- index. Returns whether it was in the store, and its values (nil when `key` is not a dead
--- letter).
-local function store_remove(dl, id, key)
+-- store_remove(dl, id, key, cause, now): take dead letter `id` (hash `key`, still present)
+-- out of every index, because of `cause` (replayed, purged, removed, cleaned, claimed: the
+-- outbox's event; `now` may be ''). Returns whether it was in the store, and its values (nil
+-- when `key` is not a dead letter).
+local function store_remove(dl, id, key, cause, now)
   local values, _, origin = store_values(key)
   if not values then return false, nil end
   if redis.call('ZREM', dl .. 'i:s:' .. values[5], id) == 0 then return false, values end
@@ -67,6 +71,7 @@ local function store_remove(dl, id, key)
   if origin ~= '' and redis.call('HGET', dl .. 'o', origin) == id then
     redis.call('HDEL', dl .. 'o', origin)
   end
+  outbox_append(dl, cause, id, now, cause, key)
   return true, values
 end
 
