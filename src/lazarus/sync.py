@@ -34,6 +34,7 @@ from .dead_letter.filters import DeadLetterFilter
 from .dead_letter.view import DeadLetterView as _AsyncView
 from .queue import DEFAULT_MAX_EVENTS
 from .queue import Queue as _AsyncQueue
+from .schema import Schema
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -103,6 +104,7 @@ class Queue(_Shell[_AsyncQueue]):
         prefix: str = "lazarus",
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_events: int = DEFAULT_MAX_EVENTS,
+        schema: Schema | None = None,
     ) -> None:
         if connection is not None and not isinstance(connection, str):
             raise TypeError("connection must be a Redis URL (the sync API opens its own client)")
@@ -110,7 +112,7 @@ class Queue(_Shell[_AsyncQueue]):
         def make() -> _AsyncQueue:
             return _AsyncQueue(
                 name, connection=connection, prefix=prefix,
-                max_payload_bytes=max_payload_bytes, max_events=max_events,
+                max_payload_bytes=max_payload_bytes, max_events=max_events, schema=schema,
             )  # fmt: skip
 
         super().__init__(make, f"queue-{name}")

@@ -43,6 +43,7 @@ from ._threads import DaemonThreadPool
 from .dead_letter import DeadLetterQueueOptions
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
+from .schema import PayloadSchema, Schema, with_payload
 
 log = logging.getLogger("lazarus.worker")
 
@@ -81,6 +82,10 @@ class Worker:
     ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
     unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
     cap the message and the stack trace recorded for each failed attempt.
+
+    With ``schema`` (a pydantic model or a callable, see :mod:`lazarus.schema`) the processor
+    is called as ``processor(job, payload)`` with the parsed payload; a payload that does not
+    parse fails the job as unrecoverable.
     """
 
     def __init__(
@@ -103,9 +108,12 @@ class Worker:
         job_timeout: int | None = None,
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
         max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
+        schema: Schema | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
+        if schema is not None:  # the processor is called as processor(job, parsed payload)
+            processor = with_payload(processor, PayloadSchema(schema))
         self.queue_name = validate_name(queue_name, "queue_name")
         self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
         self.concurrency = _positive(concurrency, "concurrency")
