@@ -24,6 +24,7 @@ from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
+from .retry import RetryMixin
 from .schema import PayloadSchema, Schema
 
 DEFAULT_MAX_EVENTS = 10_000
@@ -36,7 +37,7 @@ _ADD_KEYS = {
 }  # fmt: skip
 
 
-class Queue(DeadLetterMixin):
+class Queue(RetryMixin, DeadLetterMixin):
     """A named queue of jobs in Redis.
 
     ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in

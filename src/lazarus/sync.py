@@ -145,6 +145,8 @@ class Queue(_Shell[_AsyncQueue]):
     remove = _blocking(_AsyncQueue.remove)
     clean = _blocking(_AsyncQueue.clean)
     obliterate = _blocking(_AsyncQueue.obliterate)
+    retry_job = _blocking(_AsyncQueue.retry_job)
+    retry_jobs = _blocking(_AsyncQueue.retry_jobs)
     # The dead letter operations.
     get_dead_letter_count = _blocking(_AsyncQueue.get_dead_letter_count)
     get_dead_letter_jobs = _blocking(_AsyncQueue.get_dead_letter_jobs)
