@@ -44,6 +44,7 @@ from .dead_letter import DeadLetterQueueOptions
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
 from .schema import PayloadSchema, Schema, with_payload
+from .workers import Presence
 
 log = logging.getLogger("lazarus.worker")
 
@@ -261,6 +262,10 @@ class Worker:
             on_lost=self._mark_lost, on_error=self._report_error,
         )  # fmt: skip
         lease_task = asyncio.create_task(keeper.run())
+        # Registered while it runs: the dashboard and API list it, and call its queue running.
+        presence = Presence(self._client, self.keys, self.name, self.concurrency,
+                            lambda: len(self._tasks))  # fmt: skip
+        presence_task = asyncio.create_task(presence.run())
         try:
             await self._main_loop()
             # Leases are renewed until the jobs in flight are done (close() bounds the wait).
@@ -268,9 +273,13 @@ class Worker:
                 await asyncio.wait(set(self._tasks))
         finally:
             keeper.stop()
-            _, pending = await asyncio.wait({lease_task}, timeout=self.shutdown_timeout)
+            presence.stop()
+            _, pending = await asyncio.wait(
+                {lease_task, presence_task}, timeout=self.shutdown_timeout
+            )
             for task in pending:
                 task.cancel()
+            await presence.leave()
 
     async def _start_up(self) -> bool:
         # The dead letter queue is registered too: the dead-letter script writes to it without
