@@ -40,10 +40,7 @@ class Producer:
         """Queue many messages in a few round trips; all are checked before any is written."""
         jobs = []
         for index, message in enumerate(messages):
-            try:
-                parsed: ForwardJob = self._schema.parse(message, field=f"messages[{index}]")
-            except ValueError as exc:
-                raise ValueError(str(exc)) from exc
+            parsed: ForwardJob = self._schema.parse(message, field=f"messages[{index}]")
             jobs.append(
                 {"name": JOB_NAME, "data": parsed, "job_id": parsed.job_id(), **self._options}
             )

@@ -51,6 +51,17 @@ async def test_fr002_the_http_endpoint_and_the_python_api_both_queue(
     assert (await service.queue.get_job_counts())["paused"] == 2
 
 
+async def test_fr002_send_many_checks_every_message_before_queueing_any(
+    make_service: Any,
+) -> None:
+    service = await make_service(consume=False)
+    with pytest.raises(ValueError, match=r"^messages\[1\]\.timestamp: Field required"):
+        await service.producer.send_many([message(1), {"messageId": 2, "sourceChannelId": 1}])
+    assert sum((await service.queue.get_job_counts()).values()) == 0
+    jobs = await service.producer.send_many([message(1), message(2)])
+    assert [job.id for job in jobs] == ["-100-1", "-100-2"]
+
+
 async def test_fr003_the_consumer_logs_the_payload(
     redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
