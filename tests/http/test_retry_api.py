@@ -54,3 +54,18 @@ async def test_retry_every_failed_job_with_a_dry_run_first(
 
 async def test_retry_of_an_unknown_queue_is_a_404(client: httpx.AsyncClient) -> None:
     assert (await client.post("/api/queues/nope/retry")).status_code == 404
+
+
+async def test_the_live_workers_of_a_queue(
+    client: httpx.AsyncClient, queue: Queue, make_worker: Any
+) -> None:
+    await queue.add("n")
+    make_worker(lambda job: None, name="w-1", concurrency=2)
+
+    async def listed() -> bool:
+        return bool((await client.get("/api/queues/jobs/workers")).json()["workers"])
+
+    await wait_until(listed)
+    (worker,) = (await client.get("/api/queues/jobs/workers")).json()["workers"]
+    assert (worker["name"], worker["concurrency"]) == ("w-1", 2)
+    assert worker["lastSeen"] >= worker["startedAt"] > 0
