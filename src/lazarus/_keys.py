@@ -153,6 +153,16 @@ class QueueKeys:
     def events(self) -> str:
         return self.base + "events"
 
+    @property
+    def workers(self) -> str:
+        """The live workers: a sorted set of worker names, scored by when each one's
+        registration expires (ms), beside a hash of their details (:mod:`lazarus.workers`)."""
+        return self.base + "workers"
+
+    @property
+    def workers_info(self) -> str:
+        return self.base + "workers:info"
+
     @functools.cached_property
     def group(self) -> tuple[str, ...]:
         """The ten keys a transition script receives for a queue, in ``queue_keys`` order."""

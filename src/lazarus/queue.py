@@ -24,6 +24,8 @@ from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
+from .retry import RetryMixin
+from .schema import PayloadSchema, Schema
 
 DEFAULT_MAX_EVENTS = 10_000
 BULK_CHUNK = 500
@@ -35,12 +37,13 @@ _ADD_KEYS = {
 }  # fmt: skip
 
 
-class Queue(DeadLetterMixin):
+class Queue(RetryMixin, DeadLetterMixin):
     """A named queue of jobs in Redis.
 
     ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
     ``LAZARUS_REDIS_URL``, else ``redis://localhost:6379/0``. Every key lives under
-    ``<prefix>:{<name>}:``.
+    ``<prefix>:{<name>}:``. ``schema`` (a pydantic model or a callable, see
+    :mod:`lazarus.schema`) checks every payload before it is written.
     """
 
     def __init__(
@@ -51,12 +54,14 @@ class Queue(DeadLetterMixin):
         prefix: str = "lazarus",
         max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
         max_events: int = DEFAULT_MAX_EVENTS,
+        schema: Schema | None = None,
     ) -> None:
         self.name = validate_name(name, "queue name")
         self.prefix = validate_name(prefix, "prefix")
         self.keys = QueueKeys(prefix, name)
         self.max_payload_bytes = _positive_int(max_payload_bytes, "max_payload_bytes")
         self.max_events = _positive_int(max_events, "max_events")
+        self.schema = None if schema is None else PayloadSchema(schema)
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection)
         self._registered = False
@@ -86,6 +91,8 @@ class Queue(DeadLetterMixin):
         job_id = options.get("job_id")
         job_id = uuid.uuid4().hex if job_id is None else validate_job_id(job_id)
         opts, opts_json = self._options({k: v for k, v in options.items() if k != "job_id"})
+        if self.schema is not None:
+            data = self.schema.stored(data)
         payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
         args = [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
         return _Prepared(args, data, opts)

@@ -43,6 +43,8 @@ from ._threads import DaemonThreadPool
 from .dead_letter import DeadLetterQueueOptions
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
+from .schema import PayloadSchema, Schema, with_payload
+from .workers import Presence
 
 log = logging.getLogger("lazarus.worker")
 
@@ -81,6 +83,10 @@ class Worker:
     ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
     unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
     cap the message and the stack trace recorded for each failed attempt.
+
+    With ``schema`` (a pydantic model or a callable, see :mod:`lazarus.schema`) the processor
+    is called as ``processor(job, payload)`` with the parsed payload; a payload that does not
+    parse fails the job as unrecoverable.
     """
 
     def __init__(
@@ -103,9 +109,12 @@ class Worker:
         job_timeout: int | None = None,
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
         max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
+        schema: Schema | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
+        if schema is not None:  # the processor is called as processor(job, parsed payload)
+            processor = with_payload(processor, PayloadSchema(schema))
         self.queue_name = validate_name(queue_name, "queue_name")
         self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
         self.concurrency = _positive(concurrency, "concurrency")
@@ -253,6 +262,10 @@ class Worker:
             on_lost=self._mark_lost, on_error=self._report_error,
         )  # fmt: skip
         lease_task = asyncio.create_task(keeper.run())
+        # Registered while it runs: the dashboard and API list it, and call its queue running.
+        presence = Presence(self._client, self.keys, self.name, self.concurrency,
+                            lambda: len(self._tasks))  # fmt: skip
+        presence_task = asyncio.create_task(presence.run())
         try:
             await self._main_loop()
             # Leases are renewed until the jobs in flight are done (close() bounds the wait).
@@ -260,9 +273,13 @@ class Worker:
                 await asyncio.wait(set(self._tasks))
         finally:
             keeper.stop()
-            _, pending = await asyncio.wait({lease_task}, timeout=self.shutdown_timeout)
+            presence.stop()
+            _, pending = await asyncio.wait(
+                {lease_task, presence_task}, timeout=self.shutdown_timeout
+            )
             for task in pending:
                 task.cancel()
+            await presence.leave()
 
     async def _start_up(self) -> bool:
         # The dead letter queue is registered too: the dead-letter script writes to it without

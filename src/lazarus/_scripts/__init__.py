@@ -260,4 +260,5 @@ NAMES = (
     "purge_dead_letters",
     "migrate_dead_letters",
     "release_job",
+    "retry_failed_jobs",
 )

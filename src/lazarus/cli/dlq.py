@@ -18,6 +18,7 @@ from ._bulk import PAST, BulkPlan, Verb, run_bulk
 from ._options import (
     JSON_OPTION,
     QUEUE_ARGUMENT,
+    WIDE_OPTION,
     check_job_id,
     check_queue_name,
     emit_json,
@@ -55,9 +56,12 @@ dlq.add_command(list_dead_letters)
 @QUEUE_ARGUMENT
 @id_argument()
 @JSON_OPTION
+@WIDE_OPTION
 @URL_OPTION
 @PREFIX_OPTION
-def show(queue_name: str, job_id: str, as_json: bool, redis_url: str, prefix: str) -> None:
+def show(
+    queue_name: str, job_id: str, as_json: bool, wide: bool, redis_url: str, prefix: str
+) -> None:
     """Show one dead letter: its metadata, payload, every attempt and every stack trace.
 
     \b
@@ -73,7 +77,7 @@ def show(queue_name: str, job_id: str, as_json: bool, redis_url: str, prefix: st
     if as_json:
         emit_json(_render.dead_letter_json(job))
     else:
-        _render.print_dead_letter(_render.console(), job, now=_render.now_ms())
+        _render.print_dead_letter(_render.console(), job, now=_render.now_ms(), wide=wide)
 
 
 @dlq.command("find-original")
@@ -81,10 +85,11 @@ def show(queue_name: str, job_id: str, as_json: bool, redis_url: str, prefix: st
 @click.option("--queue", "queue_name", callback=check_queue_name,
               help="Look in this dead letter queue only (default: every one).")  # fmt: skip
 @JSON_OPTION
+@WIDE_OPTION
 @URL_OPTION
 @PREFIX_OPTION
 def find_original(
-    job_id: str, queue_name: str | None, as_json: bool, redis_url: str, prefix: str
+    job_id: str, queue_name: str | None, as_json: bool, wide: bool, redis_url: str, prefix: str
 ) -> None:
     """Find the dead letter of the job whose id was JOB_ID in its source queue ("where did
     job X go?") and show it as `dlq show` does.
@@ -112,7 +117,7 @@ def find_original(
     if as_json:
         emit_json(_render.dead_letter_json(job))
     else:
-        _render.print_dead_letter(_render.console(), job, now=_render.now_ms())
+        _render.print_dead_letter(_render.console(), job, now=_render.now_ms(), wide=wide)
 
 
 @dlq.command()

@@ -19,7 +19,7 @@ from .render import query
 from .routing import SignedInRoute, find_queue, no_such
 
 router = APIRouter(
-    prefix="/dashboard/queues/{name}", route_class=SignedInRoute, include_in_schema=False
+    prefix="/dashboard/queues/{name:path}", route_class=SignedInRoute, include_in_schema=False
 )
 
 

@@ -18,11 +18,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..dead_letter import DeadLetterFilter
-from . import actions, bulk, public, webhooks
+from . import actions, bulk, public, queue_actions, queue_pages, webhooks
 from .filters import LIMITS, MAX_FIELD, REASONS, STATUSES, FilterForm, Where
 from .paging import Paged, Search, fetch
 from .render import rate_chart, render, segment
-from .routing import SignedInRoute, find_queue, no_such
+from .routing import SignedInRoute, existing_queue, no_such
 from .security import operators
 
 RATE_MINUTES = 60
@@ -85,11 +85,11 @@ async def _list(
     return render(request, "dead_letters.html", context)
 
 
-@pages.get("/queues/{name}/dead-letters")
+@pages.get("/queues/{name:path}/dead-letters")
 async def dead_letters(request: Request, name: str) -> Response:
     """The dead letters of ``name`` that match the filter form, newest first, a page at a
     time, with "Newer" and "Older" links that carry cursors."""
-    queue = find_queue(request, name)
+    queue = await existing_queue(request, name)
     if queue is None:
         return no_such(request, f"There is no queue called {name!r}.")
     return await _list(request, name, queue.search_dead_letters, queue.count_dead_letters,
@@ -126,10 +126,10 @@ async def find(request: Request) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
-@pages.get("/queues/{name}/dead-letters/{job_id}")
+@pages.get("/queues/{name:path}/dead-letters/{job_id}")
 async def dead_letter(request: Request, name: str, job_id: str) -> Response:
     """One dead letter: payload, ``_dlqMeta``, every attempt, and Replay / Delete forms."""
-    queue = find_queue(request, name)
+    queue = await existing_queue(request, name)
     if queue is None:
         return no_such(request, f"There is no queue called {name!r}.")
     try:
@@ -152,3 +152,5 @@ router.include_router(pages)
 router.include_router(webhooks.router)
 router.include_router(actions.router)
 router.include_router(bulk.router)
+router.include_router(queue_actions.router)
+router.include_router(queue_pages.router)  # last: its /queues/{name:path} matches the most

@@ -36,7 +36,7 @@ from ..errors import (
     LockLostError,
     NotADeadLetterError,
 )
-from . import all_dead_letters, bulk, dead_letters, metrics, queues
+from . import all_dead_letters, bulk, dead_letters, metrics, queues, retry, workers
 from ._deps import REDIS_DOWN, ApiError
 
 log = logging.getLogger("lazarus.http")
@@ -46,6 +46,8 @@ router.include_router(dead_letters.router, prefix="/api/dlq")
 router.include_router(all_dead_letters.router)
 router.include_router(bulk.router)
 router.include_router(queues.router)
+router.include_router(retry.router)
+router.include_router(workers.router)
 router.include_router(queues.health_router)
 router.include_router(metrics.router)
 
