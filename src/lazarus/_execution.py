@@ -21,6 +21,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from . import _codec, _scripts
+from ._backoff import BackoffStrategy, retry_delay
 from ._connection import now_ms
 from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys
@@ -77,6 +78,7 @@ class ExecutionContext:
     executor: Executor | None
     max_error_bytes: int
     max_stack_bytes: int
+    backoff_strategy: BackoffStrategy | None = None
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
@@ -214,7 +216,7 @@ async def _fail(
     terminal = "undecodable" if claimed.undecodable else _terminal_reason(error, job)
     job_keys = [*ctx.keys.group, ctx.keys.job(job.id)]
     if terminal is None:
-        delay = job.opts.backoff.wait_ms(job.attempts_made + 1) if job.opts.backoff else 0
+        delay = retry_delay(job, error, ctx.backoff_strategy)
         reply = await _scripts.load("retry_job")(
             ctx.client, [*job_keys, memo], [job.id, claimed.token, now, delay, *failure, *tail]
         )

@@ -32,6 +32,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from . import _scripts
+from ._backoff import BackoffStrategy
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
 from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
@@ -81,6 +82,9 @@ class Worker:
     ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
     unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
     cap the message and the stack trace recorded for each failed attempt.
+
+    ``backoff_strategy(attempts_made, backoff_type, error, job)`` computes the wait (ms)
+    before a retry of a job whose ``backoff`` type is neither ``fixed`` nor ``exponential``.
     """
 
     def __init__(
@@ -103,9 +107,13 @@ class Worker:
         job_timeout: int | None = None,
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
         max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
+        backoff_strategy: BackoffStrategy | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
+        if backoff_strategy is not None and not callable(backoff_strategy):
+            raise TypeError("backoff_strategy must be callable")
+        self.backoff_strategy = backoff_strategy
         self.queue_name = validate_name(queue_name, "queue_name")
         self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
         self.concurrency = _positive(concurrency, "concurrency")
@@ -174,6 +182,7 @@ class Worker:
             else DaemonThreadPool(thread_name_prefix=f"lazarus-{self.queue_name}"),
             max_error_bytes=error_cap,
             max_stack_bytes=stack_cap,
+            backoff_strategy=self.backoff_strategy,
         )  # fmt: skip
 
     def _dlq_options(
