@@ -21,6 +21,7 @@ Cluster slot::
     <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
     <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
+    <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
@@ -187,6 +188,11 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + job_id
+
+    def dedup(self, deduplication_id: str) -> str:
+        """The key naming the job that holds a deduplication id (built in Lua too, from
+        ``job_prefix``: ``includes/dedup.lua``)."""
+        return self.base + "de:" + deduplication_id
 
     def wake(self, worker_name: str) -> str:
         """The sorted set a worker's blocking claim also waits on, so close() can wake it."""

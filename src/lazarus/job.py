@@ -317,6 +317,7 @@ class Job:
     replay_count: int = 0
     stalled_counter: int = 0
     dead_letter: DeadLetterMetadata | None = None
+    deduplication_id: str | None = None
     raw_data: str = dataclasses.field(default="null", repr=False)
     opts_json: str = dataclasses.field(default="{}", repr=False)
 
@@ -362,6 +363,7 @@ class Job:
             replay_count=int(f.get("rc") or 0),
             stalled_counter=int(f.get("stalledCounter") or 0),
             dead_letter=dead_letter,
+            deduplication_id=f.get("deid"),
             raw_data=raw_data,
             opts_json=opts_json,
         )

@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
@@ -19,6 +20,7 @@ from redis.asyncio import Redis
 
 from . import _codec, _scripts
 from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
+from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
@@ -31,11 +33,11 @@ BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
-    "remove_on_complete", "remove_on_fail", "timeout",
+    "remove_on_complete", "remove_on_fail", "timeout", "deduplication",
 }  # fmt: skip
 
 
-class Queue(DeadLetterMixin):
+class Queue(DeadLetterMixin, DeduplicationMixin):
     """A named queue of jobs in Redis.
 
     ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
@@ -85,10 +87,13 @@ class Queue(DeadLetterMixin):
             raise TypeError(f"unknown job options: {sorted(unknown)}")
         job_id = options.get("job_id")
         job_id = uuid.uuid4().hex if job_id is None else validate_job_id(job_id)
-        opts, opts_json = self._options({k: v for k, v in options.items() if k != "job_id"})
+        dedup = Deduplication.parse(options.get("deduplication"))
+        opts, opts_json = self._options(
+            {k: v for k, v in options.items() if k not in ("job_id", "deduplication")}
+        )
         payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
         args = [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
-        return _Prepared(args, data, opts)
+        return _Prepared(args, data, opts, dedup)
 
     def _options(self, options: dict[str, Any]) -> tuple[JobOptions, str]:
         """Validated options and their JSON; a bulk of jobs with equal options builds them once."""
@@ -121,6 +126,7 @@ class Queue(DeadLetterMixin):
         remove_on_complete: Any = False,
         remove_on_fail: Any = False,
         timeout: int | None = None,
+        deduplication: Mapping[str, Any] | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -131,12 +137,14 @@ class Queue(DeadLetterMixin):
         keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
         longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
         ``job_timeout``, if any). Adding a ``job_id`` that exists returns the existing job and
-        writes nothing.
+        writes nothing. ``deduplication={"id": key}`` adds nothing while another job holding
+        ``key`` has not completed or failed, and returns that job; ``{"id": key, "ttl": ms}``
+        holds ``key`` for ``ttl`` ms from the add instead.
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "priority": priority, "remove_on_complete": remove_on_complete,
-            "remove_on_fail": remove_on_fail, "timeout": timeout,
+            "remove_on_fail": remove_on_fail, "timeout": timeout, "deduplication": deduplication,
         }  # fmt: skip
         return (await self._add_prepared([self._prepare(name, data, options)]))[0]
 
@@ -169,6 +177,9 @@ class Queue(DeadLetterMixin):
             args: list[Any] = [now, self.max_events]
             for p in chunk:
                 args += p.args
+            if any(p.dedup is not None for p in chunk):  # else no arguments: nothing to check
+                for p in chunk:
+                    args += NO_DEDUPLICATION if p.dedup is None else p.dedup.args()
             calls.append((keys, args))
         results: list[Any] = []
         # One pipeline per few chunks: in order on one connection, one round trip each.
@@ -184,15 +195,19 @@ class Queue(DeadLetterMixin):
     async def _jobs_added(
         self, prepared: list[_Prepared], results: list[Any], now: int
     ) -> list[Job]:
-        """The jobs an add returns: the existing one where the id was taken already."""
+        """The jobs an add returns: the existing one where the id was taken already, or where
+        another job holds the deduplication id."""
         jobs = []
         for p, result in zip(prepared, results):
-            if result == ErrorCode.JOB_EXISTS:
-                existing = await self.get_job(p.args[0])
+            holder = _text(result[0]) if isinstance(result, list) else None
+            if result == ErrorCode.JOB_EXISTS or holder is not None:
+                existing = await self.get_job(holder or p.args[0])
                 if existing is not None:
                     jobs.append(existing)
                     continue
-            jobs.append(p.job(self.name, now))
+            job = p.job(self.name, now)
+            # A holder gone meanwhile (removed by retention, say): its id is what is known.
+            jobs.append(job if holder is None else dataclasses.replace(job, id=holder))
         return jobs
 
     # -- reading ---------------------------------------------------------------------------
@@ -457,6 +472,7 @@ class _Prepared(NamedTuple):
     args: list[Any]
     data: Any
     opts: JobOptions
+    dedup: Deduplication | None = None
 
     def job(self, queue_name: str, now: int) -> Job:
         return Job(

@@ -29,6 +29,7 @@
 -- @include events
 -- @include queue_keys
 -- @include store
+-- @include dedup
 
 local q = queue_keys(1)
 local state = ARGV[1]
@@ -36,6 +37,7 @@ local cutoff = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local removed = {}
 local function drop(id)
+  dedup_release(q.job_prefix, id, false)
   redis.call('DEL', q.job_prefix .. id)
   removed[#removed + 1] = id
 end

@@ -1,4 +1,5 @@
 -- @include store
+-- @include dedup
 -- count_dead_letter(meta, now, reason, source_name): keep the dead letter queue's counters in
 -- its meta hash: 'count:deadLettered:<reason>:<source queue>' and per-minute buckets
 -- 'rate:<minute>' for the last two hours (older buckets go when a new minute starts).
@@ -39,6 +40,7 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   end
   store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
   redis.call('ZADD', dlq.marker, 0, '0')
+  dedup_release(src.job_prefix, id, true)
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
     'attemptsMade', f[9] or 0, 'deadLettered', '1')
@@ -54,6 +56,7 @@ end
 local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade')
+  dedup_release(src.job_prefix, id, true)
   if remove_now == 1 then
     redis.call('DEL', key)
   else
