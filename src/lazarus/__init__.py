@@ -6,6 +6,7 @@ operators inspect, search, replay and purge them.
 
 from __future__ import annotations
 
+from ._progress import JobLogs
 from .dead_letter import (
     DeadLetterCounters,
     DeadLetterFilter,
@@ -48,6 +49,7 @@ __all__ = [
     "DeadLetterView",
     "Job",
     "JobExistsError",
+    "JobLogs",
     "JobNotFoundError",
     "JobOptions",
     "JobState",

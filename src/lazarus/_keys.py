@@ -21,6 +21,7 @@ Cluster slot::
     <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
     <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
+    <prefix>:{<queue>}:logs:<id>    LIST   one job's log lines, oldest first
     <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
@@ -188,6 +189,10 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + job_id
+
+    def logs(self, job_id: str) -> str:
+        """A job's log lines (built in Lua too, from the job's key: ``includes/job_logs.lua``)."""
+        return self.base + "logs:" + job_id
 
     def dedup(self, deduplication_id: str) -> str:
         """The key naming the job that holds a deduplication id (built in Lua too, from

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from . import _scripts
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, run_processor
+from ._progress import JobHandle
 from ._supervision import Incident
 from .errors import JobNotFoundError, JobTimeoutError, LockLostError
 from .job import Job
@@ -43,6 +45,11 @@ class SlotRunner:
     closing: Callable[[], bool]
     recording: Incident
 
+    @functools.cached_property
+    def handle(self) -> JobHandle:
+        """What the jobs this worker runs use to report progress and logs."""
+        return JobHandle(self.ctx.client, self.ctx.keys, self.ctx.max_events)
+
     async def work(self, claimed: ClaimedJob | None, slot: str) -> None:
         """Run jobs one after another in slot ``slot`` (which names its reply memo) while
         the outcome script hands out more."""
@@ -51,7 +58,7 @@ class SlotRunner:
             claimed = await self._execute(claimed, slot)
 
     async def _execute(self, claimed: ClaimedJob, slot: str) -> ClaimedJob | None:
-        job = claimed.job
+        job = claimed.job.bind(self.handle)
         result: Any = None
         error: BaseException | None = claimed.undecodable  # then the processor cannot run
         if error is None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from . import _codec
+from ._progress import DEFAULT_KEEP_LOGS, JobHandle
 
 JobState = Literal[
     "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
@@ -318,8 +319,33 @@ class Job:
     stalled_counter: int = 0
     dead_letter: DeadLetterMetadata | None = None
     deduplication_id: str | None = None
+    progress: Any = None
     raw_data: str = dataclasses.field(default="null", repr=False)
     opts_json: str = dataclasses.field(default="{}", repr=False)
+    _handle: JobHandle | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def bind(self, handle: JobHandle) -> Job:
+        """Let this snapshot write to its job (what Queue and Worker hand out is bound)."""
+        object.__setattr__(self, "_handle", handle)
+        return self
+
+    def _bound(self) -> JobHandle:
+        if self._handle is None:
+            raise RuntimeError(
+                f"job {self.id!r} is not bound to a queue: use a job from Queue or a Worker"
+            )
+        return self._handle
+
+    async def update_progress(self, progress: Any) -> None:
+        """Set the job's progress (a number or a dict) and record a ``progress`` event; this
+        snapshot's ``progress`` follows. Raises ``JobNotFoundError`` when the job is gone."""
+        text = await self._bound().update_progress(self.id, progress)
+        object.__setattr__(self, "progress", _codec.decode(text))
+
+    async def log(self, line: str, *, keep_last: int = DEFAULT_KEEP_LOGS) -> int:
+        """Append ``line`` to the job's logs (``queue.get_job_logs``), keeping the newest
+        ``keep_last`` lines; returns how many it keeps. A line over 8 KiB is cut."""
+        return await self._bound().add_log(self.id, line, keep_last)
 
     @property
     def data(self) -> Any:
@@ -364,6 +390,7 @@ class Job:
             stalled_counter=int(f.get("stalledCounter") or 0),
             dead_letter=dead_letter,
             deduplication_id=f.get("deid"),
+            progress=_json_or(f.get("progress"), None),
             raw_data=raw_data,
             opts_json=opts_json,
         )

@@ -22,6 +22,7 @@ from . import _codec, _scripts
 from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
 from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
+from ._progress import JobLogsMixin
 from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
@@ -37,7 +38,7 @@ _ADD_KEYS = {
 }  # fmt: skip
 
 
-class Queue(DeadLetterMixin, DeduplicationMixin):
+class Queue(DeadLetterMixin, DeduplicationMixin, JobLogsMixin):
     """A named queue of jobs in Redis.
 
     ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
@@ -197,7 +198,7 @@ class Queue(DeadLetterMixin, DeduplicationMixin):
     ) -> list[Job]:
         """The jobs an add returns: the existing one where the id was taken already, or where
         another job holds the deduplication id."""
-        jobs = []
+        jobs, handle = [], self._job_handle
         for p, result in zip(prepared, results):
             holder = _text(result[0]) if isinstance(result, list) else None
             if result == ErrorCode.JOB_EXISTS or holder is not None:
@@ -205,7 +206,7 @@ class Queue(DeadLetterMixin, DeduplicationMixin):
                 if existing is not None:
                     jobs.append(existing)
                     continue
-            job = p.job(self.name, now)
+            job = p.job(self.name, now).bind(handle)
             # A holder gone meanwhile (removed by retention, say): its id is what is known.
             jobs.append(job if holder is None else dataclasses.replace(job, id=holder))
         return jobs
@@ -218,7 +219,8 @@ class Queue(DeadLetterMixin, DeduplicationMixin):
         fields = await self._client.hgetall(self.keys.job(validate_job_id(job_id)))
         if not fields:
             return None
-        return Job.from_fields(job_id, fields_from_reply(_flatten(fields)), self.name)
+        job = Job.from_fields(job_id, fields_from_reply(_flatten(fields)), self.name)
+        return job.bind(self._job_handle)
 
     async def _get_jobs(self, ids: list[str]) -> list[Job]:
         if not ids:
@@ -227,8 +229,11 @@ class Queue(DeadLetterMixin, DeduplicationMixin):
             for job_id in ids:
                 pipe.hgetall(self.keys.job(job_id))
             replies = await pipe.execute()
+        handle = self._job_handle
         return [
-            Job.from_fields(_text(job_id), fields_from_reply(_flatten(reply)), self.name)
+            Job.from_fields(_text(job_id), fields_from_reply(_flatten(reply)), self.name).bind(
+                handle
+            )
             for job_id, reply in zip(ids, replies)
             if reply
         ]

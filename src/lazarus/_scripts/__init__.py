@@ -25,6 +25,8 @@ the script may still be running. Per script:
 - ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers
   JOB_EXISTS and the caller reads the job), ``pause_queue`` (its reply is not used) and
   ``scan_dead_letters`` (a read) are safe to run twice as they are.
+- ``update_progress`` sets the same value again (one more ``progress`` event).
+- ``add_log`` (a second run would append the line twice) is sent once.
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
   ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
   ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
@@ -239,7 +241,7 @@ def load(name: str) -> Script:
 
 REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
-    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters",
+    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -260,4 +262,6 @@ NAMES = (
     "purge_dead_letters",
     "migrate_dead_letters",
     "release_job",
+    "update_progress",
+    "add_log",
 )

@@ -30,6 +30,7 @@
 -- @include queue_keys
 -- @include store
 -- @include dedup
+-- @include job_logs
 
 local q = queue_keys(1)
 local state = ARGV[1]
@@ -38,7 +39,7 @@ local limit = tonumber(ARGV[3])
 local removed = {}
 local function drop(id)
   dedup_release(q.job_prefix, id, false)
-  redis.call('DEL', q.job_prefix .. id)
+  drop_job(q.job_prefix .. id)
   removed[#removed + 1] = id
 end
 local function older(id)

@@ -26,6 +26,7 @@
 -- @include queue_keys
 -- @include store
 -- @include dedup
+-- @include job_logs
 
 local q = queue_keys(1)
 local id = ARGV[1]
@@ -39,6 +40,6 @@ redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[12], id)
 store_remove(q.dl, id, KEYS[13])
 dedup_release(q.job_prefix, id, false)
-redis.call('DEL', KEYS[13])
+drop_job(KEYS[13])
 emit(q.events, ARGV[2], 'removed', 'jobId', id)
 return 1
