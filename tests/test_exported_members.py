@@ -20,6 +20,7 @@ def test_public_api_is_exactly_these_names() -> None:
         "DeadLetterView",
         "Job",
         "JobExistsError",
+        "JobFailedError",
         "JobLogs",
         "JobNotFoundError",
         "JobOptions",

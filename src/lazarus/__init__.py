@@ -19,6 +19,7 @@ from .dead_letter import (
 from .errors import (
     DeadLetterError,
     JobExistsError,
+    JobFailedError,
     JobNotFoundError,
     JobStateError,
     JobTimeoutError,
@@ -49,6 +50,7 @@ __all__ = [
     "DeadLetterView",
     "Job",
     "JobExistsError",
+    "JobFailedError",
     "JobLogs",
     "JobNotFoundError",
     "JobOptions",

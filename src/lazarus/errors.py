@@ -10,6 +10,7 @@ The tree::
     ├── LockLostError                  the worker no longer owns the job it tries to finish
     ├── JobStateError                  the job is not in the state the operation needs
     ├── JobExistsError                 a job with this id already exists
+    ├── JobFailedError                 the job waited for failed for good (or was dead-lettered)
     └── JobTimeoutError (TimeoutError) a job ran past its timeout (recorded as its error)
 
     UnrecoverableError (Exception)     raised by a processor: no more retries
@@ -54,6 +55,29 @@ class JobStateError(LazarusError):
 
 class JobExistsError(LazarusError):
     """A job with the requested id already exists."""
+
+
+class JobFailedError(LazarusError):
+    """The job :meth:`~lazarus.Job.wait_until_finished` waited for failed for good.
+
+    ``failed_reason`` is its last error's message; when it was dead-lettered,
+    ``dead_letter_queue`` and ``dead_letter_id`` say where it went (else ``None``).
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        failed_reason: str,
+        *,
+        dead_letter_queue: str | None = None,
+        dead_letter_id: str | None = None,
+    ) -> None:
+        where = f" (dead letter {dead_letter_id} in {dead_letter_queue})" if dead_letter_id else ""
+        super().__init__(f"job {job_id} failed: {failed_reason}{where}")
+        self.job_id = job_id
+        self.failed_reason = failed_reason
+        self.dead_letter_queue = dead_letter_queue
+        self.dead_letter_id = dead_letter_id
 
 
 class JobTimeoutError(LazarusError, TimeoutError):

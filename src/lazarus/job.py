@@ -10,10 +10,13 @@ import dataclasses
 import json
 import random
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _codec
 from ._progress import DEFAULT_KEEP_LOGS, JobHandle
+
+if TYPE_CHECKING:
+    from .events import QueueEvents
 
 JobState = Literal[
     "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
@@ -341,6 +344,19 @@ class Job:
         snapshot's ``progress`` follows. Raises ``JobNotFoundError`` when the job is gone."""
         text = await self._bound().update_progress(self.id, progress)
         object.__setattr__(self, "progress", _codec.decode(text))
+
+    async def wait_until_finished(
+        self, queue_events: QueueEvents | None = None, *, timeout: float | None = None
+    ) -> Any:
+        """Wait for the job to finish: its return value once it completes, or
+        :class:`~lazarus.JobFailedError` once it fails for good or is dead-lettered (naming
+        the dead letter). Driven by the queue's events, not by polling: pass a running
+        :class:`~lazarus.QueueEvents` of the job's queue to share one reader between many
+        waiters, else one is opened for this wait. Raises ``asyncio.TimeoutError`` after
+        ``timeout`` seconds."""
+        from ._results import wait_until_finished
+
+        return await wait_until_finished(self._bound(), self.id, queue_events, timeout)
 
     async def log(self, line: str, *, keep_last: int = DEFAULT_KEEP_LOGS) -> int:
         """Append ``line`` to the job's logs (``queue.get_job_logs``), keeping the newest
