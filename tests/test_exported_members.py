@@ -32,6 +32,7 @@ def test_public_api_is_exactly_these_names() -> None:
         "NotADeadLetterError",
         "Queue",
         "QueueEvents",
+        "RateLimitError",
         "RedisUnavailableError",
         "UnrecoverableError",
         "Worker",

@@ -26,6 +26,7 @@ from .errors import (
     LazarusError,
     LockLostError,
     NotADeadLetterError,
+    RateLimitError,
     RedisUnavailableError,
     UnrecoverableError,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "NotADeadLetterError",
     "Queue",
     "QueueEvents",
+    "RateLimitError",
     "RedisUnavailableError",
     "UnrecoverableError",
     "Worker",

@@ -25,7 +25,13 @@ from ._backoff import BackoffStrategy, retry_delay
 from ._connection import now_ms
 from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys
-from .errors import DeadLetterError, JobTimeoutError, UnrecoverableError, error_for_code
+from .errors import (
+    DeadLetterError,
+    JobTimeoutError,
+    RateLimitError,
+    UnrecoverableError,
+    error_for_code,
+)
 from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
 
 if sys.version_info >= (3, 11):
@@ -57,7 +63,8 @@ class ClaimedJob:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What happened to a job: ``completed``, ``retrying``, ``failed`` or ``dead_lettered``."""
+    """What happened to a job: ``completed``, ``retrying``, ``failed``, ``dead_lettered``
+    or ``rate_limited`` (back in the queue, its attempt not spent)."""
 
     kind: str
     result: Any = None
@@ -203,6 +210,12 @@ async def _fail(
     memo: str,
 ) -> tuple[Outcome, ClaimedJob | None]:  # fmt: skip
     job = claimed.job
+    if isinstance(error, RateLimitError) and claimed.undecodable is None:
+        reply = await _scripts.load("postpone_job")(
+            ctx.client, [*ctx.keys.group, ctx.keys.job(job.id), memo],
+            [job.id, claimed.token, now, error.retry_after_ms, *tail],
+        )  # fmt: skip
+        return _next(ctx, job, reply, Outcome("rate_limited", error=error))
     reason, error_type = failure_reason(error, ctx.max_error_bytes), type(error).__name__
     stack = json.dumps(
         format_stack(error, max_message_bytes=ctx.max_error_bytes, max_bytes=ctx.max_stack_bytes)

@@ -21,6 +21,7 @@ Cluster slot::
     <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
     <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
+    <prefix>:{<queue>}:limiter      STRING jobs started in the rate limit's window (PX = its end)
     <prefix>:{<queue>}:logs:<id>    LIST   one job's log lines, oldest first
     <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
@@ -189,6 +190,11 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + job_id
+
+    @property
+    def limiter(self) -> str:
+        """The count of the rate limit's current window (built in Lua too, from ``meta``)."""
+        return self.base + "limiter"
 
     def logs(self, job_id: str) -> str:
         """A job's log lines (built in Lua too, from the job's key: ``includes/job_logs.lua``)."""

@@ -161,6 +161,8 @@ class SlotRunner:
             await self.emit("completed", job, outcome.result)
         elif outcome.kind == "retrying":
             await self.emit("retrying", job, outcome.error)
+        elif outcome.kind == "rate_limited":
+            await self.emit("rateLimited", job, outcome.error)
         else:
             await self.emit("failed", job, outcome.error)
             if outcome.kind == "dead_lettered":

@@ -14,6 +14,7 @@ The tree::
     └── JobTimeoutError (TimeoutError) a job ran past its timeout (recorded as its error)
 
     UnrecoverableError (Exception)     raised by a processor: no more retries
+    RateLimitError (Exception)         raised by a processor: run again later, attempt not spent
     DeadLetterError (UnrecoverableError)  raised by a processor: dead-letter this job now
 
 Bad input raises the built-in ``ValueError`` or ``TypeError`` with the offending field named,
@@ -93,6 +94,27 @@ class UnrecoverableError(Exception):
 
     With a dead letter queue configured the job is dead-lettered with reason ``unrecoverable``.
     """
+
+
+class RateLimitError(Exception):
+    """Raise from a processor when a service it calls is rate-limiting it: the job goes back
+    to the queue, delayed by ``retry_after_ms``, without spending an attempt.
+
+    Example::
+
+        async def sync(job):
+            response = await client.post(...)
+            if response.status_code == 429:
+                raise RateLimitError(int(response.headers["Retry-After"]) * 1000)
+    """
+
+    def __init__(self, retry_after_ms: int = 0, message: str = "") -> None:
+        if isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, int):
+            raise TypeError(f"retry_after_ms must be an int, not {type(retry_after_ms).__name__}")
+        if retry_after_ms < 0:
+            raise ValueError(f"retry_after_ms must be >= 0, got {retry_after_ms}")
+        super().__init__(message or f"rate limited: retry after {retry_after_ms} ms")
+        self.retry_after_ms = retry_after_ms
 
 
 class DeadLetterError(UnrecoverableError):

@@ -22,6 +22,7 @@ from . import _codec, _scripts
 from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
 from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
+from ._limiter import RateLimitMixin
 from ._progress import JobLogsMixin
 from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
@@ -38,7 +39,7 @@ _ADD_KEYS = {
 }  # fmt: skip
 
 
-class Queue(DeadLetterMixin, DeduplicationMixin, JobLogsMixin):
+class Queue(DeadLetterMixin, DeduplicationMixin, JobLogsMixin, RateLimitMixin):
     """A named queue of jobs in Redis.
 
     ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in

@@ -24,7 +24,7 @@ import os
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -38,6 +38,8 @@ from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
 from ._lease import LeaseKeeper
+from ._limiter import RateLimit
+from ._limiter import publish as publish_limit
 from ._slot import SlotRunner
 from ._supervision import Incident, pause, register
 from ._threads import DaemonThreadPool
@@ -47,8 +49,11 @@ from .queue import DEFAULT_MAX_EVENTS
 
 log = logging.getLogger("lazarus.worker")
 
-WorkerEvent = Literal["active", "completed", "failed", "deadLettered", "retrying", "error", "lost"]
-_EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error", "lost")
+WorkerEvent = Literal[
+    "active", "completed", "failed", "deadLettered", "retrying", "rateLimited", "error", "lost"
+]
+_EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "rateLimited", "error",
+           "lost")  # fmt: skip
 CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
 BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
 
@@ -85,6 +90,9 @@ class Worker:
 
     ``backoff_strategy(attempts_made, backoff_type, error, job)`` computes the wait (ms)
     before a retry of a job whose ``backoff`` type is neither ``fixed`` nor ``exponential``.
+
+    ``limiter={"max": n, "duration": ms}`` sets the queue's rate limit when the worker starts:
+    at most ``n`` jobs started per ``duration`` ms by all the queue's workers together.
     """
 
     def __init__(
@@ -108,12 +116,14 @@ class Worker:
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
         max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
         backoff_strategy: BackoffStrategy | None = None,
+        limiter: Mapping[str, int] | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
         if backoff_strategy is not None and not callable(backoff_strategy):
             raise TypeError("backoff_strategy must be callable")
         self.backoff_strategy = backoff_strategy
+        self.limiter = RateLimit.parse(limiter)
         self.queue_name = validate_name(queue_name, "queue_name")
         self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
         self.concurrency = _positive(concurrency, "concurrency")
@@ -256,6 +266,11 @@ class Worker:
         self._run_task = current
         if not await self._start_up():
             return
+        if self.limiter is not None:
+            await publish_limit(
+                self._client, self.keys, self.limiter, incident=self._start_incident,
+                report=self._report_error, stopping=self._stopping,
+            )  # fmt: skip
         keeper = LeaseKeeper(
             self._ctx, lambda: dict(self._held),
             stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,

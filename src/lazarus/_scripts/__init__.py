@@ -13,8 +13,9 @@ sent again, on a fresh connection and as the client's retry policy says, only wh
 twice is harmless (:data:`REPEATABLE`); a timeout is never followed by a second send, since
 the script may still be running. Per script:
 
-- ``complete_job``, ``retry_job``, ``fail_job``, ``dead_letter_job``: their call id is the
-  id and lock token of the job they finish (a token is unique to one attempt). Each remembers
+- ``complete_job``, ``retry_job``, ``fail_job``, ``dead_letter_job``, ``postpone_job``: their
+  call id is the id and lock token of the job they finish (a token is unique to one attempt).
+  Each remembers
   its reply in its worker slot's ``reply`` key (``includes/once.lua``); a second run finds
   the lock released and answers with the first run's reply and next job instead of reporting
   a lost lock. The dead letter's id is chosen once per attempt, so every run names the same.
@@ -242,6 +243,7 @@ def load(name: str) -> Script:
 REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
     "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
+    "postpone_job",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -264,4 +266,5 @@ NAMES = (
     "release_job",
     "update_progress",
     "add_log",
+    "postpone_job",
 )
