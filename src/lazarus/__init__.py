@@ -6,7 +6,9 @@ operators inspect, search, replay and purge them.
 
 from __future__ import annotations
 
+from ._limiter import RateLimit
 from ._progress import JobLogs
+from ._repeat import RepeatableJob
 from .dead_letter import (
     DeadLetterCounters,
     DeadLetterFilter,
@@ -63,8 +65,10 @@ __all__ = [
     "NotADeadLetterError",
     "Queue",
     "QueueEvents",
+    "RateLimit",
     "RateLimitError",
     "RedisUnavailableError",
+    "RepeatableJob",
     "UnrecoverableError",
     "Worker",
     "__version__",

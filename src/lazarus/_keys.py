@@ -21,6 +21,8 @@ Cluster slot::
     <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
     <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
+    <prefix>:{<queue>}:repeat       ZSET   the keys of the queue's schedules, score = next due (ms)
+    <prefix>:{<queue>}:repeat:<key> HASH   one schedule: its job template, times and count
     <prefix>:{<queue>}:limiter      STRING jobs started in the rate limit's window (PX = its end)
     <prefix>:{<queue>}:logs:<id>    LIST   one job's log lines, oldest first
     <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
@@ -190,6 +192,15 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + job_id
+
+    @property
+    def repeat_index(self) -> str:
+        """The index of the queue's schedules (repeatable jobs)."""
+        return self.base + "repeat"
+
+    def repeat(self, key: str) -> str:
+        """One schedule's hash."""
+        return self.base + "repeat:" + key
 
     @property
     def limiter(self) -> str:

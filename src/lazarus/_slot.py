@@ -22,6 +22,7 @@ from . import _scripts
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, run_processor
 from ._progress import JobHandle
+from ._repeat import produce_next
 from ._supervision import Incident
 from .errors import JobNotFoundError, JobTimeoutError, LockLostError
 from .job import Job
@@ -59,6 +60,9 @@ class SlotRunner:
 
     async def _execute(self, claimed: ClaimedJob, slot: str) -> ClaimedJob | None:
         job = claimed.job.bind(self.handle)
+        if job.repeat_key is not None:  # the schedule's next occurrence, before this one runs
+            await produce_next(self.ctx.client, self.ctx.keys, self.ctx.max_events, job.id,
+                               job.repeat_key)  # fmt: skip
         result: Any = None
         error: BaseException | None = claimed.undecodable  # then the processor cannot run
         if error is None:

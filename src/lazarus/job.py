@@ -323,6 +323,7 @@ class Job:
     dead_letter: DeadLetterMetadata | None = None
     deduplication_id: str | None = None
     progress: Any = None
+    repeat_key: str | None = None
     raw_data: str = dataclasses.field(default="null", repr=False)
     opts_json: str = dataclasses.field(default="{}", repr=False)
     _handle: JobHandle | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -407,6 +408,7 @@ class Job:
             dead_letter=dead_letter,
             deduplication_id=f.get("deid"),
             progress=_json_or(f.get("progress"), None),
+            repeat_key=f.get("rpk"),
             raw_data=raw_data,
             opts_json=opts_json,
         )

@@ -24,6 +24,7 @@ from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
 from ._limiter import RateLimitMixin
 from ._progress import JobLogsMixin
+from ._repeat import RepeatMixin
 from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
@@ -39,7 +40,7 @@ _ADD_KEYS = {
 }  # fmt: skip
 
 
-class Queue(DeadLetterMixin, DeduplicationMixin, JobLogsMixin, RateLimitMixin):
+class Queue(DeadLetterMixin, DeduplicationMixin, JobLogsMixin, RateLimitMixin, RepeatMixin):
     """A named queue of jobs in Redis.
 
     ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
@@ -129,6 +130,7 @@ class Queue(DeadLetterMixin, DeduplicationMixin, JobLogsMixin, RateLimitMixin):
         remove_on_fail: Any = False,
         timeout: int | None = None,
         deduplication: Mapping[str, Any] | None = None,
+        repeat: Mapping[str, Any] | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -141,13 +143,17 @@ class Queue(DeadLetterMixin, DeduplicationMixin, JobLogsMixin, RateLimitMixin):
         ``job_timeout``, if any). Adding a ``job_id`` that exists returns the existing job and
         writes nothing. ``deduplication={"id": key}`` adds nothing while another job holding
         ``key`` has not completed or failed, and returns that job; ``{"id": key, "ttl": ms}``
-        holds ``key`` for ``ttl`` ms from the add instead.
+        holds ``key`` for ``ttl`` ms from the add instead. ``repeat={"every": ms}`` or
+        ``{"pattern": cron, "tz": zone}`` adds a schedule instead and returns its first
+        occurrence (see docs/repeatable-jobs.md).
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "priority": priority, "remove_on_complete": remove_on_complete,
             "remove_on_fail": remove_on_fail, "timeout": timeout, "deduplication": deduplication,
         }  # fmt: skip
+        if repeat is not None:
+            return await self._add_repeatable(name, data, options, repeat)
         return (await self._add_prepared([self._prepare(name, data, options)]))[0]
 
     async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:

@@ -26,6 +26,9 @@ the script may still be running. Per script:
 - ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers
   JOB_EXISTS and the caller reads the job), ``pause_queue`` (its reply is not used) and
   ``scan_dead_letters`` (a read) are safe to run twice as they are.
+- ``add_repeatable`` (a second run finds the schedule and answers with its pending
+  occurrence) and ``repeat_job`` (a compare-and-set on the schedule's next due time) change
+  nothing when run twice; ``remove_repeatable`` (a second run answers 0) is sent once.
 - ``update_progress`` sets the same value again (one more ``progress`` event).
 - ``add_log`` (a second run would append the line twice) is sent once.
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
@@ -243,7 +246,7 @@ def load(name: str) -> Script:
 REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
     "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
-    "postpone_job",
+    "postpone_job", "add_repeatable", "repeat_job",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -267,4 +270,7 @@ NAMES = (
     "update_progress",
     "add_log",
     "postpone_job",
+    "add_repeatable",
+    "repeat_job",
+    "remove_repeatable",
 )

@@ -221,9 +221,10 @@ def startup_failure(message: str) -> str:
 
 def _register_commands() -> None:
     """Commands that live in their own modules (imported here to keep main.py small)."""
-    from . import dlq, migrate, queues, serve
+    from . import dlq, migrate, queues, schedules, serve
 
     main.add_command(queues.queues)
+    main.add_command(schedules.schedules)
     main.add_command(dlq.dlq)
     main.add_command(serve.serve)
     main.add_command(migrate.migrate)
