@@ -328,6 +328,10 @@ class Job:
     opts_json: str = dataclasses.field(default="{}", repr=False)
     _handle: JobHandle | None = dataclasses.field(default=None, repr=False, compare=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy sent to another process (a worker's process pool) has no connection.
+        return {**self.__dict__, "_handle": None}
+
     def bind(self, handle: JobHandle) -> Job:
         """Let this snapshot write to its job (what Queue and Worker hand out is bound)."""
         object.__setattr__(self, "_handle", handle)

@@ -40,9 +40,9 @@ from ._keys import QueueKeys, validate_name
 from ._lease import LeaseKeeper
 from ._limiter import RateLimit
 from ._limiter import publish as publish_limit
+from ._processes import check_processes, executor_for, shut_down
 from ._slot import SlotRunner
 from ._supervision import Incident, pause, register
-from ._threads import DaemonThreadPool
 from .dead_letter import DeadLetterQueueOptions
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
@@ -93,6 +93,8 @@ class Worker:
 
     ``limiter={"max": n, "duration": ms}`` sets the queue's rate limit when the worker starts:
     at most ``n`` jobs started per ``duration`` ms by all the queue's workers together.
+    ``processes=n`` runs a plain-function processor in ``n`` processes instead of threads,
+    for CPU-bound work (see docs/workers.md).
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class Worker:
         max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
         backoff_strategy: BackoffStrategy | None = None,
         limiter: Mapping[str, int] | None = None,
+        processes: int | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -124,6 +127,7 @@ class Worker:
             raise TypeError("backoff_strategy must be callable")
         self.backoff_strategy = backoff_strategy
         self.limiter = RateLimit.parse(limiter)
+        self.processes = check_processes(processes, processor)
         self.queue_name = validate_name(queue_name, "queue_name")
         self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
         self.concurrency = _positive(concurrency, "concurrency")
@@ -188,8 +192,7 @@ class Worker:
             token_base=self.name,
             lock_ms=self.lock_duration,
             max_events=max_events,
-            executor=None if inspect.iscoroutinefunction(processor)
-            else DaemonThreadPool(thread_name_prefix=f"lazarus-{self.queue_name}"),
+            executor=executor_for(processor, self.queue_name, self.processes),
             max_error_bytes=error_cap,
             max_stack_bytes=stack_cap,
             backoff_strategy=self.backoff_strategy,
@@ -453,7 +456,7 @@ class Worker:
             with contextlib.suppress(*TRANSIENT_ERRORS):
                 await self._client.delete(self._wake_key)
         if self._ctx.executor is not None:
-            self._ctx.executor.shutdown(wait=False)
+            shut_down(self._ctx.executor)
         if self._owns_client:
             await self._client.aclose()
 

@@ -120,6 +120,8 @@ def load_processor(spec: str) -> Any:
 @click.option("--queue", "queue_name", required=True, callback=check_name,
               help="Queue to process.")  # fmt: skip
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--processes", default=None, type=click.IntRange(min=1),
+              help="Run a plain-function processor in N processes (CPU-bound work).")  # fmt: skip
 @click.option("--dead-letter-queue", default=None, callback=check_name,
               help="Queue for jobs that fail for good.")  # fmt: skip
 @click.option("--lock-duration", default=30_000, show_default=True, type=click.IntRange(min=1),
@@ -132,7 +134,8 @@ def load_processor(spec: str) -> Any:
 @URL_OPTION
 @PREFIX_OPTION
 def worker(
-    processor: str, queue_name: str, concurrency: int, dead_letter_queue: str | None,
+    processor: str, queue_name: str, concurrency: int, processes: int | None,
+    dead_letter_queue: str | None,
     lock_duration: int, stalled_interval: int, max_stalled_count: int,
     shutdown_timeout: float, redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
@@ -152,7 +155,7 @@ def worker(
             queue_name, function, connection=redis_url, prefix=prefix, concurrency=concurrency,
             dead_letter_queue=dead_letter_queue, lock_duration=lock_duration,
             stalled_interval=stalled_interval, max_stalled_count=max_stalled_count,
-            shutdown_timeout=shutdown_timeout, autorun=False,
+            shutdown_timeout=shutdown_timeout, autorun=False, processes=processes,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
