@@ -10,13 +10,11 @@ import dataclasses
 import json
 import random
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from . import _codec
-from ._progress import DEFAULT_KEEP_LOGS, JobHandle
-
-if TYPE_CHECKING:
-    from .events import QueueEvents
+from ._job_actions import JobActions
+from ._progress import JobHandle
 
 JobState = Literal[
     "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
@@ -295,7 +293,7 @@ DLQ_VALUE_KEY = "_dlqValue"
 
 
 @dataclasses.dataclass(frozen=True)
-class Job:
+class Job(JobActions):
     """A snapshot of one job.
 
     For a dead letter, ``data`` is the original payload with ``_dlqMeta`` added (a payload that
@@ -327,46 +325,6 @@ class Job:
     raw_data: str = dataclasses.field(default="null", repr=False)
     opts_json: str = dataclasses.field(default="{}", repr=False)
     _handle: JobHandle | None = dataclasses.field(default=None, repr=False, compare=False)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # A copy sent to another process (a worker's process pool) has no connection.
-        return {**self.__dict__, "_handle": None}
-
-    def bind(self, handle: JobHandle) -> Job:
-        """Let this snapshot write to its job (what Queue and Worker hand out is bound)."""
-        object.__setattr__(self, "_handle", handle)
-        return self
-
-    def _bound(self) -> JobHandle:
-        if self._handle is None:
-            raise RuntimeError(
-                f"job {self.id!r} is not bound to a queue: use a job from Queue or a Worker"
-            )
-        return self._handle
-
-    async def update_progress(self, progress: Any) -> None:
-        """Set the job's progress (a number or a dict) and record a ``progress`` event; this
-        snapshot's ``progress`` follows. Raises ``JobNotFoundError`` when the job is gone."""
-        text = await self._bound().update_progress(self.id, progress)
-        object.__setattr__(self, "progress", _codec.decode(text))
-
-    async def wait_until_finished(
-        self, queue_events: QueueEvents | None = None, *, timeout: float | None = None
-    ) -> Any:
-        """Wait for the job to finish: its return value once it completes, or
-        :class:`~lazarus.JobFailedError` once it fails for good or is dead-lettered (naming
-        the dead letter). Driven by the queue's events, not by polling: pass a running
-        :class:`~lazarus.QueueEvents` of the job's queue to share one reader between many
-        waiters, else one is opened for this wait. Raises ``asyncio.TimeoutError`` after
-        ``timeout`` seconds."""
-        from ._results import wait_until_finished
-
-        return await wait_until_finished(self._bound(), self.id, queue_events, timeout)
-
-    async def log(self, line: str, *, keep_last: int = DEFAULT_KEEP_LOGS) -> int:
-        """Append ``line`` to the job's logs (``queue.get_job_logs``), keeping the newest
-        ``keep_last`` lines; returns how many it keeps. A line over 8 KiB is cut."""
-        return await self._bound().add_log(self.id, line, keep_last)
 
     @property
     def data(self) -> Any:
