@@ -10,7 +10,7 @@ manage it directly.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
@@ -65,18 +65,20 @@ async def set_limit(client: Redis, keys: QueueKeys, limit: RateLimit | None) -> 
 
 async def publish(
     client: Redis,
-    keys: QueueKeys,
-    limit: RateLimit,
+    queues: Sequence[QueueKeys],
+    limit: RateLimit | None,
     *,
     incident: Incident,
     report: Callable[[BaseException, Incident], None],
     stopping: asyncio.Event,
 ) -> None:
-    """Set a starting worker's rate limit, retried with backoff until Redis answers (or the
-    worker stops): a worker must not claim unlimited for want of one write."""
-    while not stopping.is_set():
+    """Set a starting worker's rate limit on each of its queues (none: nothing to do),
+    retried with backoff until Redis answers (or the worker stops): a worker must not claim
+    unlimited for want of one write."""
+    while limit is not None and not stopping.is_set():
         try:
-            await set_limit(client, keys, limit)
+            for keys in queues:
+                await set_limit(client, keys, limit)
         except Exception as exc:
             report(exc, incident)
             await pause(stopping, incident.backoff())

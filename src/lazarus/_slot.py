@@ -45,6 +45,9 @@ class SlotRunner:
     report_error: Callable[[BaseException, Incident], None]
     closing: Callable[[], bool]
     recording: Incident
+    # Whether an outcome also claims the slot's next job of the same queue. A worker with
+    # several queues turns it off where the next job must be chosen across its queues.
+    fetch_next: bool = True
 
     @functools.cached_property
     def handle(self) -> JobHandle:
@@ -88,7 +91,9 @@ class SlotRunner:
         # SystemExit or KeyboardInterrupt in the event loop's own thread still ends the
         # process, once the attempt is recorded.
         exiting = isinstance(error, (SystemExit, KeyboardInterrupt)) and not self.ctx.executor
-        outcome, next_job = await self._record(claimed, result, error, slot, fetch_next=not exiting)
+        outcome, next_job = await self._record(
+            claimed, result, error, slot, fetch_next=self.fetch_next and not exiting
+        )
         try:
             if outcome is not None:
                 await self._announce(job, outcome)

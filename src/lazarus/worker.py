@@ -24,7 +24,7 @@ import os
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -37,7 +37,8 @@ from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
 from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
-from ._lease import LeaseKeeper
+from ._lanes import check_weights, keepers, make_lanes, queue_names
+from ._lanes import main_loop as lanes_main_loop
 from ._limiter import RateLimit
 from ._limiter import publish as publish_limit
 from ._processes import check_processes, executor_for, shut_down
@@ -75,7 +76,9 @@ def _positive(value: object, field: str, minimum: int = 1) -> int:
 
 
 class Worker:
-    """Processes the jobs of one queue.
+    """Processes the jobs of one queue, or of several: ``Worker(["critical", "default"],
+    ...)`` claims from them in that order (strict priority), or with ``weights={"critical":
+    3, "default": 1}`` in a weighted random order (see docs/workers.md).
 
     ``dead_letter_queue`` (a queue name or :class:`DeadLetterQueueOptions`) receives jobs that
     fail for good: attempts exhausted, :class:`UnrecoverableError`, :class:`DeadLetterError`,
@@ -99,7 +102,7 @@ class Worker:
 
     def __init__(
         self,
-        queue_name: str,
+        queue_name: str | Sequence[Any],
         processor: Processor,
         *,
         connection: str | Redis | None = None,
@@ -120,6 +123,7 @@ class Worker:
         backoff_strategy: BackoffStrategy | None = None,
         limiter: Mapping[str, int] | None = None,
         processes: int | None = None,
+        weights: Mapping[str, int] | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -128,8 +132,9 @@ class Worker:
         self.backoff_strategy = backoff_strategy
         self.limiter = RateLimit.parse(limiter)
         self.processes = check_processes(processes, processor)
-        self.queue_name = validate_name(queue_name, "queue_name")
-        self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
+        names = queue_names(queue_name)
+        self.queue_name, self.queue_names = names[0], tuple(names)
+        self.keys = QueueKeys(validate_name(prefix, "prefix"), self.queue_name)
         self.concurrency = _positive(concurrency, "concurrency")
         self.lock_duration = _positive(lock_duration, "lock_duration")
         self.stalled_interval = _positive(stalled_interval, "stalled_interval")
@@ -168,6 +173,7 @@ class Worker:
             self._ctx, processor, self.name, self.job_timeout, self._held, self._emit,
             self._report_error, lambda: self._closing, Incident(log, f"{where}: recording"),
         )  # fmt: skip
+        self._lanes = make_lanes(self, names, check_weights(weights, names))
         self._run_task: asyncio.Task[None] | None = None
         self._blocking = False  # in the blocking claim round trip
         self._clock_offset = 0  # this machine's clock minus the server's, in ms
@@ -269,25 +275,21 @@ class Worker:
         self._run_task = current
         if not await self._start_up():
             return
-        if self.limiter is not None:
-            await publish_limit(
-                self._client, self.keys, self.limiter, incident=self._start_incident,
-                report=self._report_error, stopping=self._stopping,
-            )  # fmt: skip
-        keeper = LeaseKeeper(
-            self._ctx, lambda: dict(self._held),
-            stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,
-            on_lost=self._mark_lost, on_error=self._report_error,
+        await publish_limit(
+            self._client, [lane.keys for lane in self._lanes], self.limiter,
+            incident=self._start_incident, report=self._report_error, stopping=self._stopping,
         )  # fmt: skip
-        lease_task = asyncio.create_task(keeper.run())
+        lease_keepers = keepers(self)
+        lease_tasks = {asyncio.create_task(keeper.run()) for keeper in lease_keepers}
         try:
-            await self._main_loop()
+            await (self._main_loop() if len(self._lanes) == 1 else lanes_main_loop(self))
             # Leases are renewed until the jobs in flight are done (close() bounds the wait).
             while self._tasks:
                 await asyncio.wait(set(self._tasks))
         finally:
-            keeper.stop()
-            _, pending = await asyncio.wait({lease_task}, timeout=self.shutdown_timeout)
+            for keeper in lease_keepers:
+                keeper.stop()
+            _, pending = await asyncio.wait(lease_tasks, timeout=self.shutdown_timeout)
             for task in pending:
                 task.cancel()
 
@@ -295,7 +297,7 @@ class Worker:
         # The dead letter queue is registered too: the dead-letter script writes to it without
         # going through Queue, and list_queues (the CLI, the API, the dashboard) must show it.
         # So is it in the registry of dead letter queues, which DeadLetterView reads.
-        entries = {self.keys.registry: [self.queue_name]}
+        entries = {self.keys.registry: [*self.queue_names]}
         if self.dead_letter_queue is not None:
             entries[self.keys.registry].append(self.dead_letter_queue.queue_name)
             entries[self.keys.dead_letter_registry] = [self.dead_letter_queue.queue_name]
@@ -399,9 +401,9 @@ class Worker:
         self._clock_offset = (before + after) // 2 - (seconds * 1000 + micros // 1000)
         self._clock_checked = asyncio.get_running_loop().time()
 
-    def _start(self, claimed: ClaimedJob) -> None:
+    def _start(self, claimed: ClaimedJob, slots: SlotRunner | None = None) -> None:
         slot = self._free_slots.pop()
-        task = asyncio.create_task(self._slots.work(claimed, slot))
+        task = asyncio.create_task((slots or self._slots).work(claimed, slot))
         self._tasks.add(task)
         task.add_done_callback(lambda done: self._task_done(done, slot))
 
@@ -412,7 +414,7 @@ class Worker:
 
     def _mark_lost(self, job_id: str, token: str) -> None:
         # A job that finished while its lease was being renewed is not lost: it is done.
-        if self._held.get(job_id) == token:
+        if any(lane.held.get(job_id) == token for lane in self._lanes):
             log.warning("worker %s: lost the lock of job %s", self.name, job_id)
 
     def _report_error(self, exc: BaseException, incident: Incident | None = None) -> None:
