@@ -48,3 +48,17 @@ def test_worker_command_refuses_zero_processes() -> None:
                                        "--processes", "0"])  # fmt: skip
     assert result.exit_code == 2
     assert "--processes" in result.output
+
+
+def test_worker_command_refuses_a_dead_letter_queue_among_its_queues() -> None:
+    result = CliRunner().invoke(main, ["worker", "tests.procs:echo", "--queue", "a",
+                                       "--queue", "b", "--dead-letter-queue", "b"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "must not be the worker's own queue" in result.output
+
+
+def test_worker_command_checks_every_queue_name() -> None:
+    result = CliRunner().invoke(main, ["worker", "tests.procs:echo", "--queue", "a",
+                                       "--queue", "b c"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "queue" in result.output and "whitespace" in result.output

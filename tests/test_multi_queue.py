@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 
@@ -128,3 +131,22 @@ def test_bad_queue_lists_are_refused(
 ) -> None:
     with pytest.raises(error, match=fragment):
         Worker(names, lambda j: None, connection=redis_url, autorun=False, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+async def test_the_worker_command_processes_every_queue_it_is_given(
+    queues: list[Queue], redis_url: str, prefix: str
+) -> None:
+    jobs = [await queue.add("n", {"from": queue.name}) for queue in queues]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lazarus.cli", "worker", "tests.procs:echo", "--queue", "high",
+         "--queue", "low", "--prefix", prefix, "--redis-url", redis_url],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        results = [await job.wait_until_finished(timeout=30) for job in jobs]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(20)
+
+    assert results == [{"from": "high"}, {"from": "low"}]
