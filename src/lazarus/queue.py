@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple
 
 from redis.asyncio import Redis
 
-from . import _codec, _scripts
+from . import _codec, _scripts, _tracing
 from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
 from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
@@ -174,6 +174,15 @@ class Queue(DeadLetterMixin, DeduplicationMixin, JobLogsMixin, RateLimitMixin, R
 
     @reports_unavailable
     async def _add_prepared(self, prepared: list[_Prepared]) -> list[Job]:
+        if not _tracing.active():
+            return await self._add_traced(prepared)
+        span = _tracing.start_add(self.name, [p.args for p in prepared])
+        try:
+            return await self._add_traced(prepared)
+        finally:
+            _tracing.end(span)
+
+    async def _add_traced(self, prepared: list[_Prepared]) -> list[Job]:
         await self._register()
         script = _scripts.load("add_jobs")
         now = now_ms()
