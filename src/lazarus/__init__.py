@@ -6,6 +6,9 @@ operators inspect, search, replay and purge them.
 
 from __future__ import annotations
 
+from ._limiter import RateLimit
+from ._progress import JobLogs
+from ._repeat import RepeatableJob
 from .dead_letter import (
     DeadLetterCounters,
     DeadLetterFilter,
@@ -18,12 +21,14 @@ from .dead_letter import (
 from .errors import (
     DeadLetterError,
     JobExistsError,
+    JobFailedError,
     JobNotFoundError,
     JobStateError,
     JobTimeoutError,
     LazarusError,
     LockLostError,
     NotADeadLetterError,
+    RateLimitError,
     RedisUnavailableError,
     UnrecoverableError,
 )
@@ -48,6 +53,8 @@ __all__ = [
     "DeadLetterView",
     "Job",
     "JobExistsError",
+    "JobFailedError",
+    "JobLogs",
     "JobNotFoundError",
     "JobOptions",
     "JobState",
@@ -58,7 +65,10 @@ __all__ = [
     "NotADeadLetterError",
     "Queue",
     "QueueEvents",
+    "RateLimit",
+    "RateLimitError",
     "RedisUnavailableError",
+    "RepeatableJob",
     "UnrecoverableError",
     "Worker",
     "__version__",

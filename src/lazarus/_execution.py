@@ -21,10 +21,17 @@ from typing import Any
 from redis.asyncio import Redis
 
 from . import _codec, _scripts
+from ._backoff import BackoffStrategy, retry_delay
 from ._connection import now_ms
 from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys
-from .errors import DeadLetterError, JobTimeoutError, UnrecoverableError, error_for_code
+from .errors import (
+    DeadLetterError,
+    JobTimeoutError,
+    RateLimitError,
+    UnrecoverableError,
+    error_for_code,
+)
 from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
 
 if sys.version_info >= (3, 11):
@@ -56,7 +63,8 @@ class ClaimedJob:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What happened to a job: ``completed``, ``retrying``, ``failed`` or ``dead_lettered``."""
+    """What happened to a job: ``completed``, ``retrying``, ``failed``, ``dead_lettered``
+    or ``rate_limited`` (back in the queue, its attempt not spent)."""
 
     kind: str
     result: Any = None
@@ -77,6 +85,7 @@ class ExecutionContext:
     executor: Executor | None
     max_error_bytes: int
     max_stack_bytes: int
+    backoff_strategy: BackoffStrategy | None = None
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
@@ -201,6 +210,12 @@ async def _fail(
     memo: str,
 ) -> tuple[Outcome, ClaimedJob | None]:  # fmt: skip
     job = claimed.job
+    if isinstance(error, RateLimitError) and claimed.undecodable is None:
+        reply = await _scripts.load("postpone_job")(
+            ctx.client, [*ctx.keys.group, ctx.keys.job(job.id), memo],
+            [job.id, claimed.token, now, error.retry_after_ms, *tail],
+        )  # fmt: skip
+        return _next(ctx, job, reply, Outcome("rate_limited", error=error))
     reason, error_type = failure_reason(error, ctx.max_error_bytes), type(error).__name__
     stack = json.dumps(
         format_stack(error, max_message_bytes=ctx.max_error_bytes, max_bytes=ctx.max_stack_bytes)
@@ -214,7 +229,7 @@ async def _fail(
     terminal = "undecodable" if claimed.undecodable else _terminal_reason(error, job)
     job_keys = [*ctx.keys.group, ctx.keys.job(job.id)]
     if terminal is None:
-        delay = job.opts.backoff.wait_ms(job.attempts_made + 1) if job.opts.backoff else 0
+        delay = retry_delay(job, error, ctx.backoff_strategy)
         reply = await _scripts.load("retry_job")(
             ctx.client, [*job_keys, memo], [job.id, claimed.token, now, delay, *failure, *tail]
         )

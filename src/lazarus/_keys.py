@@ -26,6 +26,11 @@ Cluster slot::
     <prefix>:{<queue>}:dl:x:on      STRING present while the outbox is enabled
     <prefix>:{<queue>}:dl:wh:s:<e>  HASH   webhook endpoint e's retries: entry -> schedule
     <prefix>:{<queue>}:dl:wh:log    STREAM the webhook delivery log, one entry per attempt
+    <prefix>:{<queue>}:repeat       ZSET   the keys of the queue's schedules, score = next due (ms)
+    <prefix>:{<queue>}:repeat:<key> HASH   one schedule: its job template, times and count
+    <prefix>:{<queue>}:limiter      STRING jobs started in the rate limit's window (PX = its end)
+    <prefix>:{<queue>}:logs:<id>    LIST   one job's log lines, oldest first
+    <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
@@ -221,6 +226,29 @@ class QueueKeys:
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + job_id
+
+    @property
+    def repeat_index(self) -> str:
+        """The index of the queue's schedules (repeatable jobs)."""
+        return self.base + "repeat"
+
+    def repeat(self, key: str) -> str:
+        """One schedule's hash."""
+        return self.base + "repeat:" + key
+
+    @property
+    def limiter(self) -> str:
+        """The count of the rate limit's current window (built in Lua too, from ``meta``)."""
+        return self.base + "limiter"
+
+    def logs(self, job_id: str) -> str:
+        """A job's log lines (built in Lua too, from the job's key: ``includes/job_logs.lua``)."""
+        return self.base + "logs:" + job_id
+
+    def dedup(self, deduplication_id: str) -> str:
+        """The key naming the job that holds a deduplication id (built in Lua too, from
+        ``job_prefix``: ``includes/dedup.lua``)."""
+        return self.base + "de:" + deduplication_id
 
     def wake(self, worker_name: str) -> str:
         """The sorted set a worker's blocking claim also waits on, so close() can wake it."""

@@ -63,6 +63,12 @@ class QueueEvents:
         if self._task is None and not self._closed:
             self._task = asyncio.get_running_loop().create_task(self._dispatch())
 
+    def off(self, event: str, callback: EventCallback) -> None:
+        """Stop calling ``callback`` for ``event`` (a callback never registered is ignored)."""
+        listeners = self._listeners.get(event, [])
+        if callback in listeners:
+            listeners.remove(callback)
+
     async def wait_until_ready(self) -> None:
         """Fix the starting point: every event after this call is delivered."""
         if self._last_id is None:

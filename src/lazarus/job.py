@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from . import _codec
+from ._job_actions import JobActions
+from ._progress import JobHandle
 
 JobState = Literal[
     "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
@@ -36,31 +39,61 @@ def _int(value: object, field: str, *, minimum: int, maximum: int | None = None)
 @dataclasses.dataclass(frozen=True)
 class Backoff:
     """How long to wait before a retry: ``fixed`` waits ``delay`` ms each time,
-    ``exponential`` waits ``delay * 2 ** (attempt - 1)`` ms."""
+    ``exponential`` waits ``delay * 2 ** (attempt - 1)`` ms.
 
-    type: Literal["fixed", "exponential"] = "fixed"
+    ``jitter`` (0 to 1) randomises that wait: a wait ``w`` becomes a random one between
+    ``w * (1 - jitter)`` and ``w`` (1 is "full jitter", 0.5 "equal jitter"), so that jobs
+    failing together do not all retry at the same moment. Any other ``type`` names a custom
+    strategy: the worker's ``backoff_strategy`` computes the wait (see docs/workers.md).
+    """
+
+    type: str = "fixed"
     delay: int = 0
+    jitter: float = 0
 
     def __post_init__(self) -> None:
-        if self.type not in _BACKOFF_TYPES:
-            raise ValueError(f"backoff.type must be 'fixed' or 'exponential', got {self.type!r}")
+        if not isinstance(self.type, str) or not self.type:
+            raise ValueError(f"backoff.type must be a non-empty str, got {self.type!r}")
         _int(self.delay, "backoff.delay", minimum=0)
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, (int, float)):
+            raise TypeError(f"backoff.jitter must be a number, not {type(self.jitter).__name__}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"backoff.jitter must be between 0 and 1, got {self.jitter}")
 
-    def wait_ms(self, attempts_made: int) -> int:
-        """Milliseconds to wait after the ``attempts_made``-th failed attempt."""
-        if self.type == "fixed":
-            return self.delay
-        return int(self.delay * 2 ** max(attempts_made - 1, 0))
+    @property
+    def builtin(self) -> bool:
+        """Whether the type is ``fixed`` or ``exponential`` (not a custom strategy's name)."""
+        return self.type in _BACKOFF_TYPES
+
+    def wait_ms(self, attempts_made: int, rand: Callable[[], float] = random.random) -> int:
+        """Milliseconds to wait after the ``attempts_made``-th failed attempt (a custom type
+        waits ``delay``, jittered, when no strategy takes it)."""
+        wait = self.delay
+        if self.type == "exponential":
+            wait = self.delay * 2 ** max(attempts_made - 1, 0)
+        if self.jitter:
+            return int(wait * (1 - self.jitter) + rand() * wait * self.jitter)
+        return int(wait)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "delay": self.delay}
+        if self.jitter:
+            out["jitter"] = self.jitter
+        return out
 
     @classmethod
     def parse(cls, value: object) -> Backoff | None:
         if value is None or isinstance(value, Backoff):
             return value
         if isinstance(value, Mapping):
-            unknown = set(value) - {"type", "delay"}
+            unknown = set(value) - {"type", "delay", "jitter"}
             if unknown:
                 raise ValueError(f"backoff has unknown keys: {sorted(unknown)}")
-            return cls(type=value.get("type", "fixed"), delay=value.get("delay", 0))
+            return cls(
+                type=value.get("type", "fixed"),
+                delay=value.get("delay", 0),
+                jitter=value.get("jitter", 0),
+            )
         raise TypeError(f"backoff must be a dict or Backoff, not {type(value).__name__}")
 
 
@@ -133,7 +166,7 @@ class JobOptions:
         """The JSON form stored with the job (and shown as ``_dlqMeta.originalOpts``)."""
         out: dict[str, Any] = {"attempts": self.attempts, "delay": self.delay}
         if self.backoff is not None:
-            out["backoff"] = {"type": self.backoff.type, "delay": self.backoff.delay}
+            out["backoff"] = self.backoff.to_json()
         if self.priority:
             out["priority"] = self.priority
         if self.remove_on_complete is not False:
@@ -260,7 +293,7 @@ DLQ_VALUE_KEY = "_dlqValue"
 
 
 @dataclasses.dataclass(frozen=True)
-class Job:
+class Job(JobActions):
     """A snapshot of one job.
 
     For a dead letter, ``data`` is the original payload with ``_dlqMeta`` added (a payload that
@@ -286,8 +319,12 @@ class Job:
     replay_count: int = 0
     stalled_counter: int = 0
     dead_letter: DeadLetterMetadata | None = None
+    deduplication_id: str | None = None
+    progress: Any = None
+    repeat_key: str | None = None
     raw_data: str = dataclasses.field(default="null", repr=False)
     opts_json: str = dataclasses.field(default="{}", repr=False)
+    _handle: JobHandle | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def data(self) -> Any:
@@ -331,6 +368,9 @@ class Job:
             replay_count=int(f.get("rc") or 0),
             stalled_counter=int(f.get("stalledCounter") or 0),
             dead_letter=dead_letter,
+            deduplication_id=f.get("deid"),
+            progress=_json_or(f.get("progress"), None),
+            repeat_key=f.get("rpk"),
             raw_data=raw_data,
             opts_json=opts_json,
         )

@@ -11,15 +11,20 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from redis.asyncio import Redis
 
-from . import _codec, _scripts
+from . import _codec, _scripts, _tracing
 from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
+from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
+from ._limiter import RateLimitMixin
+from ._progress import JobLogsMixin
+from ._repeat import RepeatMixin
 from .dead_letter import DeadLetterMixin
 from .dead_letter.store import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
@@ -33,11 +38,13 @@ BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
-    "remove_on_complete", "remove_on_fail", "timeout",
+    "remove_on_complete", "remove_on_fail", "timeout", "deduplication",
 }  # fmt: skip
 
 
-class Queue(RetryMixin, DeadLetterMixin):
+class Queue(
+    RetryMixin, DeadLetterMixin, DeduplicationMixin, JobLogsMixin, RateLimitMixin, RepeatMixin
+):
     """A named queue of jobs in Redis.
 
     ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
@@ -90,12 +97,15 @@ class Queue(RetryMixin, DeadLetterMixin):
             raise TypeError(f"unknown job options: {sorted(unknown)}")
         job_id = options.get("job_id")
         job_id = uuid.uuid4().hex if job_id is None else validate_job_id(job_id)
-        opts, opts_json = self._options({k: v for k, v in options.items() if k != "job_id"})
+        dedup = Deduplication.parse(options.get("deduplication"))
+        opts, opts_json = self._options(
+            {k: v for k, v in options.items() if k not in ("job_id", "deduplication")}
+        )
         if self.schema is not None:
             data = self.schema.stored(data)
         payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
         args = [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
-        return _Prepared(args, data, opts)
+        return _Prepared(args, data, opts, dedup)
 
     def _options(self, options: dict[str, Any]) -> tuple[JobOptions, str]:
         """Validated options and their JSON; a bulk of jobs with equal options builds them once."""
@@ -128,6 +138,8 @@ class Queue(RetryMixin, DeadLetterMixin):
         remove_on_complete: Any = False,
         remove_on_fail: Any = False,
         timeout: int | None = None,
+        deduplication: Mapping[str, Any] | None = None,
+        repeat: Mapping[str, Any] | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -138,13 +150,19 @@ class Queue(RetryMixin, DeadLetterMixin):
         keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
         longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
         ``job_timeout``, if any). Adding a ``job_id`` that exists returns the existing job and
-        writes nothing.
+        writes nothing. ``deduplication={"id": key}`` adds nothing while another job holding
+        ``key`` has not completed or failed, and returns that job; ``{"id": key, "ttl": ms}``
+        holds ``key`` for ``ttl`` ms from the add instead. ``repeat={"every": ms}`` or
+        ``{"pattern": cron, "tz": zone}`` adds a schedule instead and returns its first
+        occurrence (see docs/repeatable-jobs.md).
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "priority": priority, "remove_on_complete": remove_on_complete,
-            "remove_on_fail": remove_on_fail, "timeout": timeout,
+            "remove_on_fail": remove_on_fail, "timeout": timeout, "deduplication": deduplication,
         }  # fmt: skip
+        if repeat is not None:
+            return await self._add_repeatable(name, data, options, repeat)
         return (await self._add_prepared([self._prepare(name, data, options)]))[0]
 
     async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
@@ -165,6 +183,15 @@ class Queue(RetryMixin, DeadLetterMixin):
 
     @reports_unavailable
     async def _add_prepared(self, prepared: list[_Prepared]) -> list[Job]:
+        if not _tracing.active():
+            return await self._add_traced(prepared)
+        span = _tracing.start_add(self.name, [p.args for p in prepared])
+        try:
+            return await self._add_traced(prepared)
+        finally:
+            _tracing.end(span)
+
+    async def _add_traced(self, prepared: list[_Prepared]) -> list[Job]:
         await self._register()
         script = _scripts.load("add_jobs")
         now = now_ms()
@@ -176,6 +203,9 @@ class Queue(RetryMixin, DeadLetterMixin):
             args: list[Any] = [now, self.max_events]
             for p in chunk:
                 args += p.args
+            if any(p.dedup is not None for p in chunk):  # else no arguments: nothing to check
+                for p in chunk:
+                    args += NO_DEDUPLICATION if p.dedup is None else p.dedup.args()
             calls.append((keys, args))
         results: list[Any] = []
         # One pipeline per few chunks: in order on one connection, one round trip each.
@@ -191,15 +221,19 @@ class Queue(RetryMixin, DeadLetterMixin):
     async def _jobs_added(
         self, prepared: list[_Prepared], results: list[Any], now: int
     ) -> list[Job]:
-        """The jobs an add returns: the existing one where the id was taken already."""
-        jobs = []
+        """The jobs an add returns: the existing one where the id was taken already, or where
+        another job holds the deduplication id."""
+        jobs, handle = [], self._job_handle
         for p, result in zip(prepared, results):
-            if result == ErrorCode.JOB_EXISTS:
-                existing = await self.get_job(p.args[0])
+            holder = _text(result[0]) if isinstance(result, list) else None
+            if result == ErrorCode.JOB_EXISTS or holder is not None:
+                existing = await self.get_job(holder or p.args[0])
                 if existing is not None:
                     jobs.append(existing)
                     continue
-            jobs.append(p.job(self.name, now))
+            job = p.job(self.name, now).bind(handle)
+            # A holder gone meanwhile (removed by retention, say): its id is what is known.
+            jobs.append(job if holder is None else dataclasses.replace(job, id=holder))
         return jobs
 
     # -- reading ---------------------------------------------------------------------------
@@ -210,7 +244,8 @@ class Queue(RetryMixin, DeadLetterMixin):
         fields = await self._client.hgetall(self.keys.job(validate_job_id(job_id)))
         if not fields:
             return None
-        return Job.from_fields(job_id, fields_from_reply(_flatten(fields)), self.name)
+        job = Job.from_fields(job_id, fields_from_reply(_flatten(fields)), self.name)
+        return job.bind(self._job_handle)
 
     async def _get_jobs(self, ids: list[str]) -> list[Job]:
         if not ids:
@@ -219,8 +254,11 @@ class Queue(RetryMixin, DeadLetterMixin):
             for job_id in ids:
                 pipe.hgetall(self.keys.job(job_id))
             replies = await pipe.execute()
+        handle = self._job_handle
         return [
-            Job.from_fields(_text(job_id), fields_from_reply(_flatten(reply)), self.name)
+            Job.from_fields(_text(job_id), fields_from_reply(_flatten(reply)), self.name).bind(
+                handle
+            )
             for job_id, reply in zip(ids, replies)
             if reply
         ]
@@ -464,6 +502,7 @@ class _Prepared(NamedTuple):
     args: list[Any]
     data: Any
     opts: JobOptions
+    dedup: Deduplication | None = None
 
     def job(self, queue_name: str, now: int) -> Job:
         return Job(

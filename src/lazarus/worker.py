@@ -24,7 +24,7 @@ import os
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -32,14 +32,18 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from . import _scripts
+from ._backoff import BackoffStrategy
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
 from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
-from ._lease import LeaseKeeper
+from ._lanes import check_weights, keepers, make_lanes, queue_names
+from ._lanes import main_loop as lanes_main_loop
+from ._limiter import RateLimit
+from ._limiter import publish as publish_limit
+from ._processes import check_processes, executor_for, shut_down
 from ._slot import SlotRunner
 from ._supervision import Incident, pause, register
-from ._threads import DaemonThreadPool
 from .dead_letter import DeadLetterQueueOptions
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
@@ -48,8 +52,11 @@ from .workers import Presence
 
 log = logging.getLogger("lazarus.worker")
 
-WorkerEvent = Literal["active", "completed", "failed", "deadLettered", "retrying", "error", "lost"]
-_EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error", "lost")
+WorkerEvent = Literal[
+    "active", "completed", "failed", "deadLettered", "retrying", "rateLimited", "error", "lost"
+]
+_EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "rateLimited", "error",
+           "lost")  # fmt: skip
 CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
 BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
 
@@ -71,7 +78,9 @@ def _positive(value: object, field: str, minimum: int = 1) -> int:
 
 
 class Worker:
-    """Processes the jobs of one queue.
+    """Processes the jobs of one queue, or of several: ``Worker(["critical", "default"],
+    ...)`` claims from them in that order (strict priority), or with ``weights={"critical":
+    3, "default": 1}`` in a weighted random order (see docs/workers.md).
 
     ``dead_letter_queue`` (a queue name or :class:`DeadLetterQueueOptions`) receives jobs that
     fail for good: attempts exhausted, :class:`UnrecoverableError`, :class:`DeadLetterError`,
@@ -87,11 +96,19 @@ class Worker:
     With ``schema`` (a pydantic model or a callable, see :mod:`lazarus.schema`) the processor
     is called as ``processor(job, payload)`` with the parsed payload; a payload that does not
     parse fails the job as unrecoverable.
+
+    ``backoff_strategy(attempts_made, backoff_type, error, job)`` computes the wait (ms)
+    before a retry of a job whose ``backoff`` type is neither ``fixed`` nor ``exponential``.
+
+    ``limiter={"max": n, "duration": ms}`` sets the queue's rate limit when the worker starts:
+    at most ``n`` jobs started per ``duration`` ms by all the queue's workers together.
+    ``processes=n`` runs a plain-function processor in ``n`` processes instead of threads,
+    for CPU-bound work (see docs/workers.md).
     """
 
     def __init__(
         self,
-        queue_name: str,
+        queue_name: str | Sequence[Any],
         processor: Processor,
         *,
         connection: str | Redis | None = None,
@@ -110,13 +127,23 @@ class Worker:
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
         max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
         schema: Schema | None = None,
+        backoff_strategy: BackoffStrategy | None = None,
+        limiter: Mapping[str, int] | None = None,
+        processes: int | None = None,
+        weights: Mapping[str, int] | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
+        if backoff_strategy is not None and not callable(backoff_strategy):
+            raise TypeError("backoff_strategy must be callable")
+        self.backoff_strategy = backoff_strategy
+        self.limiter = RateLimit.parse(limiter)
+        self.processes = check_processes(processes, processor)
         if schema is not None:  # the processor is called as processor(job, parsed payload)
             processor = with_payload(processor, PayloadSchema(schema))
-        self.queue_name = validate_name(queue_name, "queue_name")
-        self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
+        names = queue_names(queue_name)
+        self.queue_name, self.queue_names = names[0], tuple(names)
+        self.keys = QueueKeys(validate_name(prefix, "prefix"), self.queue_name)
         self.concurrency = _positive(concurrency, "concurrency")
         self.lock_duration = _positive(lock_duration, "lock_duration")
         self.stalled_interval = _positive(stalled_interval, "stalled_interval")
@@ -155,6 +182,7 @@ class Worker:
             self._ctx, processor, self.name, self.job_timeout, self._held, self._emit,
             self._report_error, lambda: self._closing, Incident(log, f"{where}: recording"),
         )  # fmt: skip
+        self._lanes = make_lanes(self, names, check_weights(weights, names))
         self._run_task: asyncio.Task[None] | None = None
         self._blocking = False  # in the blocking claim round trip
         self._clock_offset = 0  # this machine's clock minus the server's, in ms
@@ -179,10 +207,10 @@ class Worker:
             token_base=self.name,
             lock_ms=self.lock_duration,
             max_events=max_events,
-            executor=None if inspect.iscoroutinefunction(processor)
-            else DaemonThreadPool(thread_name_prefix=f"lazarus-{self.queue_name}"),
+            executor=executor_for(processor, self.queue_name, self.processes),
             max_error_bytes=error_cap,
             max_stack_bytes=stack_cap,
+            backoff_strategy=self.backoff_strategy,
         )  # fmt: skip
 
     def _dlq_options(
@@ -256,26 +284,27 @@ class Worker:
         self._run_task = current
         if not await self._start_up():
             return
-        keeper = LeaseKeeper(
-            self._ctx, lambda: dict(self._held),
-            stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,
-            on_lost=self._mark_lost, on_error=self._report_error,
+        await publish_limit(
+            self._client, [lane.keys for lane in self._lanes], self.limiter,
+            incident=self._start_incident, report=self._report_error, stopping=self._stopping,
         )  # fmt: skip
-        lease_task = asyncio.create_task(keeper.run())
+        lease_keepers = keepers(self)
+        lease_tasks = {asyncio.create_task(keeper.run()) for keeper in lease_keepers}
         # Registered while it runs: the dashboard and API list it, and call its queue running.
         presence = Presence(self._client, self.keys, self.name, self.concurrency,
                             lambda: len(self._tasks))  # fmt: skip
         presence_task = asyncio.create_task(presence.run())
         try:
-            await self._main_loop()
+            await (self._main_loop() if len(self._lanes) == 1 else lanes_main_loop(self))
             # Leases are renewed until the jobs in flight are done (close() bounds the wait).
             while self._tasks:
                 await asyncio.wait(set(self._tasks))
         finally:
-            keeper.stop()
+            for keeper in lease_keepers:
+                keeper.stop()
             presence.stop()
             _, pending = await asyncio.wait(
-                {lease_task, presence_task}, timeout=self.shutdown_timeout
+                {*lease_tasks, presence_task}, timeout=self.shutdown_timeout
             )
             for task in pending:
                 task.cancel()
@@ -285,7 +314,7 @@ class Worker:
         # The dead letter queue is registered too: the dead-letter script writes to it without
         # going through Queue, and list_queues (the CLI, the API, the dashboard) must show it.
         # So is it in the registry of dead letter queues, which DeadLetterView reads.
-        entries = {self.keys.registry: [self.queue_name]}
+        entries = {self.keys.registry: [*self.queue_names]}
         if self.dead_letter_queue is not None:
             entries[self.keys.registry].append(self.dead_letter_queue.queue_name)
             entries[self.keys.dead_letter_registry] = [self.dead_letter_queue.queue_name]
@@ -389,9 +418,9 @@ class Worker:
         self._clock_offset = (before + after) // 2 - (seconds * 1000 + micros // 1000)
         self._clock_checked = asyncio.get_running_loop().time()
 
-    def _start(self, claimed: ClaimedJob) -> None:
+    def _start(self, claimed: ClaimedJob, slots: SlotRunner | None = None) -> None:
         slot = self._free_slots.pop()
-        task = asyncio.create_task(self._slots.work(claimed, slot))
+        task = asyncio.create_task((slots or self._slots).work(claimed, slot))
         self._tasks.add(task)
         task.add_done_callback(lambda done: self._task_done(done, slot))
 
@@ -402,7 +431,7 @@ class Worker:
 
     def _mark_lost(self, job_id: str, token: str) -> None:
         # A job that finished while its lease was being renewed is not lost: it is done.
-        if self._held.get(job_id) == token:
+        if any(lane.held.get(job_id) == token for lane in self._lanes):
             log.warning("worker %s: lost the lock of job %s", self.name, job_id)
 
     def _report_error(self, exc: BaseException, incident: Incident | None = None) -> None:
@@ -446,7 +475,7 @@ class Worker:
             with contextlib.suppress(*TRANSIENT_ERRORS):
                 await self._client.delete(self._wake_key)
         if self._ctx.executor is not None:
-            self._ctx.executor.shutdown(wait=False)
+            shut_down(self._ctx.executor)
         if self._owns_client:
             await self._client.aclose()
 

@@ -31,6 +31,8 @@
 -- @include events
 -- @include queue_keys
 -- @include store
+-- @include dedup
+-- @include job_logs
 
 local q = queue_keys(1)
 local state = ARGV[1]
@@ -38,7 +40,8 @@ local cutoff = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local removed = {}
 local function drop(id)
-  redis.call('DEL', q.job_prefix .. id)
+  dedup_release(q.job_prefix, id, false)
+  drop_job(q.job_prefix .. id)
   removed[#removed + 1] = id
 end
 local function older(id)

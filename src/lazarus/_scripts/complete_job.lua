@@ -43,6 +43,7 @@
 -- @include claim
 -- @include once
 -- @include finish
+-- @include dedup
 
 local q = queue_keys(1)
 local key = KEYS[11]
@@ -52,8 +53,9 @@ local maxlen = ARGV[8]
 local code = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[10]) end
 redis.call('HINCRBY', key, 'attemptsMade', 1)
+dedup_release(q.job_prefix, id, true)
 if ARGV[7] == '1' then
-  redis.call('DEL', key)
+  drop_job(key)
 else
   redis.call('HSET', key, 'returnvalue', ARGV[4], 'finishedOn', now)
   redis.call('ZADD', KEYS[12], now, id)

@@ -1,6 +1,6 @@
 --[[
   purge_dead_letters: dead letter -> [*] for the given dead letters: out of the store, hash
-  deleted.
+  and logs deleted.
 
   KEYS[1]  dlq_dl           the dead letter queue's store prefix
   KEYS[2]  dlq_events
@@ -19,6 +19,7 @@
 ]]
 -- @include events
 -- @include store
+-- @include job_logs
 
 local results, purged = {}, {}
 local count = 0
@@ -31,7 +32,7 @@ for i = 4, #KEYS do
   elseif not removed then
     result = -6
   else
-    redis.call('UNLINK', KEYS[i])
+    redis.call('UNLINK', KEYS[i], logs_key(KEYS[i]))
     if #purged < 100 then purged[#purged + 1] = id end
     count = count + 1
     result = 1

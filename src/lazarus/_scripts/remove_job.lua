@@ -27,6 +27,8 @@
 -- @include events
 -- @include queue_keys
 -- @include store
+-- @include dedup
+-- @include job_logs
 
 local q = queue_keys(1)
 local id = ARGV[1]
@@ -39,6 +41,7 @@ redis.call('ZREM', q.delayed, id)
 redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[12], id)
 store_remove(q.dl, id, KEYS[13], 'removed', '')
-redis.call('DEL', KEYS[13])
+dedup_release(q.job_prefix, id, false)
+drop_job(KEYS[13])
 emit(q.events, ARGV[2], 'removed', 'jobId', id)
 return 1

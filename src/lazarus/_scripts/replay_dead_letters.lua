@@ -1,9 +1,10 @@
 --[[
   replay_dead_letters: dead letter -> waiting | prioritized | delayed in its source queue, as a
-  new job with the original payload and options, attempts reset and replayCount + 1; the dead
-  letter leaves the store in the same step. A dead letter replayed, purged or taken by someone
-  else first is reported, never replayed twice. Safe to send again: a call whose new job
-  exists already (the same call, re-sent after a dropped connection) reports its state.
+  new job with the original payload and options, attempts reset and replayCount + 1, and the
+  dead letter's logs; the dead letter leaves the store in the same step. A dead letter
+  replayed, purged or taken by someone else first is reported, never replayed twice. Safe to
+  send again: a call whose new job exists already (the same call, re-sent after a dropped
+  connection) reports its state.
 
   KEYS[1]  dlq_dl           the dead letter queue's store prefix
   KEYS[2]  dlq_events
@@ -38,6 +39,7 @@
 -- @include queue_keys
 -- @include enqueue
 -- @include store
+-- @include job_logs
 
 local src = queue_keys(4)
 local dl = KEYS[1]
@@ -73,6 +75,7 @@ for i = 14, #KEYS, 2 do
       'timestamp', now,
       'delay', delay, 'priority', priority, 'atm', atm, 'attemptsMade', 0,
       'rc', (tonumber(f[8]) or 0) + 1, 'replayOf', dl_id)
+    move_logs(dl_key, new_key)
     redis.call('DEL', dl_key)
     emit(KEYS[2], maxlen, 'replayed', 'jobId', dl_id, 'newJobId', new_id, 'queue', ARGV[3])
     result = enqueue(src, new_id, priority, delay, now, maxlen)

@@ -126,6 +126,9 @@ async def find(request: Request) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
+LOG_LINES_SHOWN = 200  # the newest lines of a dead letter's logs on its page
+
+
 @pages.get("/queues/{name:path}/dead-letters/{job_id}")
 async def dead_letter(request: Request, name: str, job_id: str) -> Response:
     """One dead letter: payload, ``_dlqMeta``, every attempt, and Replay / Delete forms."""
@@ -142,7 +145,8 @@ async def dead_letter(request: Request, name: str, job_id: str) -> Response:
         FilterForm.from_query(request.query_params),
         Where.from_query(request.query_params),
     )
-    context = {"name": name, "job": job, "form": form, "where": where}
+    logs = await queue.get_job_logs(job.id, -LOG_LINES_SHOWN, -1)
+    context = {"name": name, "job": job, "form": form, "where": where, "logs": logs}
     return render(request, "dead_letter.html", context)
 
 

@@ -1,4 +1,6 @@
 -- @include store
+-- @include dedup
+-- @include job_logs
 -- count_dead_letter(meta, now, reason, source_name): keep the dead letter queue's counters in
 -- its meta hash: 'count:deadLettered:<reason>:<source queue>' and per-minute buckets
 -- 'rate:<minute>' for the last two hours (older buckets go when a new minute starts).
@@ -22,7 +24,8 @@ end
 local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'name', 'data', 'opts', 'timestamp', 'failedReason',
-    'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm')
+    'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm',
+    'progress')
   redis.call('HSET', dl_key,
     'name', f[1] or '', 'data', f[2],
     'dlq:sourceQueue', source_name, 'dlq:originalJobId', id, 'dlq:failedReason', f[5] or '',
@@ -31,7 +34,8 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
     'dlq:originalOpts', f[3], 'dlq:reason', reason, 'dlq:atm', f[13] or 1,
     'dlq:status', 'pending')
   -- Zeros are the defaults readers assume: left out, they cost no memory.
-  local optional = {'dlq:replayCount', f[10], 'dlq:priority', f[11], 'dlq:delay', f[12]}
+  local optional = {'dlq:replayCount', f[10], 'dlq:priority', f[11], 'dlq:delay', f[12],
+    'progress', f[14]}
   for i = 1, #optional, 2 do
     if optional[i + 1] and optional[i + 1] ~= '0' then
       redis.call('HSET', dl_key, optional[i], optional[i + 1])
@@ -39,6 +43,8 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   end
   store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
   redis.call('ZADD', dlq.marker, 0, '0')
+  dedup_release(src.job_prefix, id, true)
+  move_logs(key, dl_key)
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
     'attemptsMade', f[9] or 0, 'deadLettered', '1')
@@ -54,8 +60,9 @@ end
 local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade')
+  dedup_release(src.job_prefix, id, true)
   if remove_now == 1 then
-    redis.call('DEL', key)
+    drop_job(key)
   else
     redis.call('ZADD', failed, now, id)
     retain(failed, src.job_prefix, keep_count, keep_age, now)
