@@ -173,7 +173,8 @@ class Outbox:
         # after the last it was given. Both only ever move forward, so trimming below is safe.
         if int(str(group["pending"])) > 0:
             summary = await self.redis.xpending(stream, str(group["name"]))
-            return _split(str(summary["min"]))
+            if summary["min"] is not None:  # else acknowledged since the group was read
+                return _split(str(summary["min"]))
         ms, seq = _split(str(group["last-delivered-id"]))
         return ms, seq + 1
 
