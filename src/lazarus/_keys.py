@@ -21,6 +21,11 @@ Cluster slot::
     <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
     <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
+    <prefix>:{<queue>}:dl:retention STRING the retention policy (JSON)
+    <prefix>:{<queue>}:dl:claims    ZSET   dead letters a redriver holds, score = claim expiry
+                                           (ms); dl:claimers HASH: dead letter id -> holder
+    <prefix>:{<queue>}:dl:leader:<role>     STRING the holder of a periodic duty (prune,
+                                           alerts), expiring
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
@@ -180,6 +185,25 @@ class QueueKeys:
     @property
     def dl_origins(self) -> str:
         return self.base + "dl:o"
+
+    @property
+    def dl_retention(self) -> str:
+        """The dead letter queue's retention policy (JSON)."""
+        return self.base + "dl:retention"
+
+    @property
+    def dl_claims(self) -> str:
+        """Dead letters claimed by a redriver, score = when the claim expires (ms)."""
+        return self.base + "dl:claims"
+
+    @property
+    def dl_claimers(self) -> str:
+        """Who holds each claim of :attr:`dl_claims`."""
+        return self.base + "dl:claimers"
+
+    def dl_leader(self, role: str) -> str:
+        """The expiring lease of the one process doing a periodic duty (``prune``)."""
+        return self.base + "dl:leader:" + role
 
     @property
     def job_prefix(self) -> str:

@@ -25,6 +25,10 @@ the script may still be running. Per script:
 - ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers
   JOB_EXISTS and the caller reads the job), ``pause_queue`` (its reply is not used) and
   ``scan_dead_letters`` (a read) are safe to run twice as they are.
+- ``acquire_lease`` (renews what the first run took), ``claim_dead_letters`` (renews the
+  claims the first run made, answering the same) and ``release_dead_letter_claims`` are safe
+  to run twice; ``prune_dead_letters`` is sent once (a second run would prune the next batch
+  and report only those).
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
   ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
   ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
@@ -240,6 +244,7 @@ def load(name: str) -> Script:
 REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
     "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters",
+    "acquire_lease", "claim_dead_letters", "release_dead_letter_claims",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -255,6 +260,10 @@ NAMES = (
     "pause_queue",
     "remove_job",
     "clean_jobs",
+    "prune_dead_letters",
+    "acquire_lease",
+    "claim_dead_letters",
+    "release_dead_letter_claims",
     "query_dead_letters",
     "replay_dead_letters",
     "purge_dead_letters",

@@ -17,7 +17,9 @@ of ``Queue``).
 from ..errors import ErrorCode
 from .bulk import Progress
 from .filters import DeadLetterFilter, DeadLetterStatus
+from .health import DeadLetterHealth
 from .mixin import DeadLetterMixin
+from .retention import RetentionPolicy, StatusRetention
 from .search import DeadLetterPage
 from .stats import DeadLetterCounters, DeadLetterStats
 from .store import DeadLetterQueueOptions
@@ -26,6 +28,7 @@ from .view import DeadLetterView
 __all__ = [
     "DeadLetterCounters",
     "DeadLetterFilter",
+    "DeadLetterHealth",
     "DeadLetterMixin",
     "DeadLetterPage",
     "DeadLetterQueueOptions",
@@ -34,4 +37,6 @@ __all__ = [
     "DeadLetterView",
     "ErrorCode",
     "Progress",
+    "RetentionPolicy",
+    "StatusRetention",
 ]

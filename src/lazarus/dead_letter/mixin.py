@@ -16,6 +16,7 @@ from ..job import Job
 from . import bulk, replay, search, stats, store
 from .filters import DeadLetterFilter, check_filter
 from .search import DeadLetterPage, Order, Position
+from .upkeep import DeadLetterUpkeepMixin
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 MIGRATE_BATCH = 50
 
 
-class DeadLetterMixin:
+class DeadLetterMixin(DeadLetterUpkeepMixin):
     """The dead-letter half of :class:`~lazarus.Queue`."""
 
     name: str
