@@ -31,6 +31,7 @@ def test_public_api_is_exactly_these_names() -> None:
         "Queue",
         "QueueEvents",
         "RedisUnavailableError",
+        "StatusChange",
         "UnrecoverableError",
         "Worker",
         "__version__",

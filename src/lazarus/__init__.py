@@ -28,7 +28,15 @@ from .errors import (
     UnrecoverableError,
 )
 from .events import QueueEvents
-from .job import AttemptRecord, Backoff, DeadLetterMetadata, Job, JobOptions, JobState
+from .job import (
+    AttemptRecord,
+    Backoff,
+    DeadLetterMetadata,
+    Job,
+    JobOptions,
+    JobState,
+    StatusChange,
+)
 from .queue import Queue, list_queues
 from .worker import Worker
 
@@ -59,6 +67,7 @@ __all__ = [
     "Queue",
     "QueueEvents",
     "RedisUnavailableError",
+    "StatusChange",
     "UnrecoverableError",
     "Worker",
     "__version__",

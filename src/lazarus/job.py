@@ -198,6 +198,39 @@ class AttemptRecord:
 
 
 @dataclasses.dataclass(frozen=True)
+class StatusChange:
+    """One entry of a dead letter's timeline: at ``at`` (ms), ``actor`` (``redriver``,
+    ``policy`` or ``operator:<name>``) moved it from status ``from_`` to ``to``, with an
+    optional ``note``. ``details`` holds what the change carried besides (for a replay: the
+    new job's id and queue; for a changed payload: the payload it replaced), as stored."""
+
+    at: int
+    from_: str
+    to: str
+    actor: str
+    note: str | None = None
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> StatusChange:
+        known = ("at", "from", "to", "actor", "note")
+        return cls(
+            at=int(raw.get("at") or 0),
+            from_=str(raw.get("from") or ""),
+            to=str(raw.get("to") or ""),
+            actor=str(raw.get("actor") or ""),
+            note=raw.get("note"),
+            details={k: v for k, v in raw.items() if k not in known},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at, "from": self.from_, "to": self.to, "actor": self.actor,
+            "note": self.note, **self.details,
+        }  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
 class DeadLetterMetadata:
     """Why and how a job died: ``job.dead_letter``, also shown as ``job.data["_dlqMeta"]``."""
 
@@ -214,6 +247,8 @@ class DeadLetterMetadata:
     attempts: list[AttemptRecord]
     replay_count: int
     status: str = "pending"
+    status_at: int | None = None
+    timeline: list[StatusChange] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The camelCase form of ``_dlqMeta``."""
@@ -231,6 +266,8 @@ class DeadLetterMetadata:
             "attempts": [a.to_json() for a in self.attempts],
             "replayCount": self.replay_count,
             "status": self.status,
+            "statusAt": self.status_at,
+            "timeline": [change.to_json() for change in self.timeline],
         }
 
     @classmethod
@@ -253,6 +290,8 @@ class DeadLetterMetadata:
             ],
             replay_count=int(f.get("dlq:replayCount") or 0),
             status=f.get("dlq:status") or "pending",
+            status_at=_opt_int(f.get("dlq:statusAt")),
+            timeline=[StatusChange.from_json(c) for c in _json_or(f.get("dlq:timeline"), [])],
         )
 
 

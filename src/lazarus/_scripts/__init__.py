@@ -32,7 +32,8 @@ the script may still be running. Per script:
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
   ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
   ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
-  letters the first one handled as missing) are sent once: a dropped connection raises, and
+  letters the first one handled as missing) and ``set_dead_letter_status`` (a second run
+  would record the change twice in the timeline) are sent once: a dropped connection raises, and
   the caller learns that the outcome is unknown rather than a wrong answer.
 """
 
@@ -269,4 +270,5 @@ NAMES = (
     "purge_dead_letters",
     "migrate_dead_letters",
     "release_job",
+    "set_dead_letter_status",
 )

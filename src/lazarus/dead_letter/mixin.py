@@ -5,7 +5,7 @@ of this package."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
 from .. import _scripts
@@ -13,8 +13,8 @@ from .._connection import reports_unavailable
 from .._keys import QueueKeys, validate_job_id, validate_name
 from ..errors import ErrorCode, JobNotFoundError, NotADeadLetterError, error_for_code
 from ..job import Job
-from . import bulk, replay, search, stats, store
-from .filters import DeadLetterFilter, check_filter
+from . import bulk, lifecycle, replay, search, stats, store
+from .filters import DeadLetterFilter, DeadLetterStatus, check_filter
 from .search import DeadLetterPage, Order, Position
 from .upkeep import DeadLetterUpkeepMixin
 
@@ -173,6 +173,37 @@ class DeadLetterMixin(DeadLetterUpkeepMixin):
     async def get_dead_letter_counters(self) -> stats.DeadLetterCounters:
         """Running totals kept by this dead letter queue since it was created."""
         return await stats.counters(self._client, self.keys)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @reports_unavailable
+    async def set_dead_letter_status(
+        self,
+        dead_letter_id: str,
+        status: DeadLetterStatus | str,
+        *,
+        actor: str,
+        note: str | None = None,
+        expect: Iterable[DeadLetterStatus | str] | None = None,
+    ) -> bool:
+        """Move a dead letter to ``status``, recorded in its timeline with ``actor``
+        (``redriver``, ``policy`` or ``operator:<name>``) and ``note``.
+
+        With ``expect``, only a dead letter currently in one of those statuses moves: returns
+        ``False`` (and changes nothing) otherwise, so rivals deciding at once never both win.
+        Returns ``True`` when the change was recorded. Raises :class:`JobNotFoundError` when
+        there is no such dead letter, :class:`JobStateError` when a worker of this queue holds
+        it, and ``ValueError``/``TypeError`` naming the field for bad arguments.
+
+        Example::
+
+            await dlq.set_dead_letter_status(dl_id, "manual", actor="operator:ada",
+                                             note="needs the billing team", expect=["pending"])
+        """
+        return await lifecycle.set_status(
+            self._client, self.keys, self.max_events, dead_letter_id, status,
+            actor=actor, note=note, expect=expect,
+        )  # fmt: skip
 
     # -- replay ----------------------------------------------------------------------------
 
