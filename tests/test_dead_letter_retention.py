@@ -138,3 +138,41 @@ async def test_pruning_in_small_batches_prunes_everything_due(
 
     assert (deleted, archived) == (5, 0)
     assert await dlq.get_dead_letter_count() == 0
+
+
+async def test_per_status_ages_delete_resolved_archive_failed_and_keep_pending(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    resolved, failed, pending = await dead_letter(queue, make_worker, 3)
+    await dlq.set_dead_letter_status(resolved, "resolved", actor="redriver")
+    await dlq.set_dead_letter_status(failed, "failed", actor="redriver")
+    newest = (await dlq.get_dead_letter_jobs())[0].timestamp
+
+    assert await dlq.prune_dead_letters(now=newest + 100 * DAY) == 2
+
+    assert await raw.exists(dlq.keys.job(resolved)) == 0
+    archived = await dlq.peek_dead_letter(failed)
+    assert archived is not None and archived.dead_letter is not None
+    assert archived.dead_letter.status == "archived"
+    assert archived.dead_letter.timeline[-1].actor == "policy"
+    stats = await dlq.get_dead_letter_stats()
+    assert stats.by_status == {"archived": 1, "pending": 1}
+    assert await raw.hget(dlq.keys.meta, "count:pruned:archived") == "1"
+
+    assert await dlq.prune_dead_letters(now=newest + 400 * DAY) == 1
+    assert (await dlq.get_dead_letter_stats()).by_status == {"pending": 1}
+    assert [j.id for j in await dlq.get_dead_letter_jobs()] == [pending]
+
+
+async def test_archive_by_count_leaves_the_archived_outside_the_count(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    ids = await dead_letter(queue, make_worker, 4)
+    await dlq.set_retention_policy(RetentionPolicy(max_count=1, prune="archive"))
+
+    assert await dlq.prune_dead_letters() == 3
+    assert await dlq.prune_dead_letters() == 0
+
+    stats = await dlq.get_dead_letter_stats()
+    assert stats.by_status == {"archived": 3, "pending": 1}
+    assert [j.id for j in await dlq.get_dead_letter_jobs()] == [ids[-1]]
