@@ -45,7 +45,8 @@ async def test_backoff_replays_once_its_schedule_has_passed(
 
     assert redriver.stats.replayed == 1
     (replayed,) = await queue.get_waiting()
-    assert await queue.client.hget(queue.keys.job(replayed.id), "replayOf") in (dl_id, dl_id.encode())
+    replay_of = await queue.client.hget(queue.keys.job(replayed.id), "replayOf")
+    assert replay_of in (dl_id, dl_id.encode())
 
 
 async def test_the_default_rule_flags_manual_and_raises_an_alert(
