@@ -7,11 +7,13 @@ import lazarus
 
 def test_public_api_is_exactly_these_names() -> None:
     assert lazarus.__all__ == [
+        "AlertRule",
         "AttemptRecord",
         "Backoff",
         "DeadLetterCounters",
         "DeadLetterError",
         "DeadLetterFilter",
+        "DeadLetterHealth",
         "DeadLetterMetadata",
         "DeadLetterPage",
         "DeadLetterQueueOptions",
@@ -31,7 +33,11 @@ def test_public_api_is_exactly_these_names() -> None:
         "Queue",
         "QueueEvents",
         "RedisUnavailableError",
+        "RedriveRule",
+        "Redriver",
+        "RetentionPolicy",
         "StatusChange",
+        "StatusRetention",
         "UnrecoverableError",
         "Worker",
         "__version__",

@@ -14,7 +14,10 @@ from .dead_letter import (
     DeadLetterStats,
     DeadLetterStatus,
     DeadLetterView,
+    RetentionPolicy,
+    StatusRetention,
 )
+from .dead_letter.health import DeadLetterHealth
 from .errors import (
     DeadLetterError,
     JobExistsError,
@@ -38,16 +41,19 @@ from .job import (
     StatusChange,
 )
 from .queue import Queue, list_queues
+from .redrive import AlertRule, Redriver, RedriveRule
 from .worker import Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlertRule",
     "AttemptRecord",
     "Backoff",
     "DeadLetterCounters",
     "DeadLetterError",
     "DeadLetterFilter",
+    "DeadLetterHealth",
     "DeadLetterMetadata",
     "DeadLetterPage",
     "DeadLetterQueueOptions",
@@ -67,7 +73,11 @@ __all__ = [
     "Queue",
     "QueueEvents",
     "RedisUnavailableError",
+    "RedriveRule",
+    "Redriver",
+    "RetentionPolicy",
     "StatusChange",
+    "StatusRetention",
     "UnrecoverableError",
     "Worker",
     "__version__",
