@@ -221,12 +221,15 @@ def startup_failure(message: str) -> str:
 
 def _register_commands() -> None:
     """Commands that live in their own modules (imported here to keep main.py small)."""
-    from . import dlq, migrate, queues, serve
+    from . import dlq, migrate, queues, redrive, serve
 
     main.add_command(queues.queues)
     main.add_command(dlq.dlq)
     main.add_command(serve.serve)
     main.add_command(migrate.migrate)
+    main.add_command(redrive.redrive)
+    main.add_command(redrive.health)
+    main.add_command(redrive.alerts)
 
 
 _register_commands()
