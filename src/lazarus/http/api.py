@@ -36,7 +36,7 @@ from ..errors import (
     LockLostError,
     NotADeadLetterError,
 )
-from . import all_dead_letters, bulk, dead_letters, metrics, queues
+from . import all_dead_letters, bulk, dead_letters, metrics, queues, upkeep
 from ._deps import REDIS_DOWN, ApiError
 
 log = logging.getLogger("lazarus.http")
@@ -49,6 +49,7 @@ router.include_router(bulk.router)
 router.include_router(queues.router)
 router.include_router(queues.health_router)
 router.include_router(metrics.router)
+router.include_router(upkeep.router)
 
 _LIBRARY_ERRORS: list[tuple[type[LazarusError], int, str]] = [
     (JobNotFoundError, 404, "not_found"),
