@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..dead_letter import DeadLetterFilter
-from . import actions, bulk, public
+from . import actions, bulk, health, public
 from .filters import LIMITS, MAX_FIELD, REASONS, STATUSES, FilterForm, Where
 from .paging import Paged, Search, fetch
 from .render import rate_chart, render, segment
@@ -151,3 +151,4 @@ router.include_router(public.router)
 router.include_router(pages)
 router.include_router(actions.router)
 router.include_router(bulk.router)
+router.include_router(health.router)
