@@ -41,6 +41,7 @@ from ._slot import SlotRunner
 from ._supervision import Incident, pause, register
 from ._threads import DaemonThreadPool
 from .dead_letter import DeadLetterQueueOptions
+from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
 
@@ -78,6 +79,10 @@ class Worker:
     With ``autorun`` (the default) a worker created inside a running event loop starts at
     once; otherwise call :meth:`run`. A worker started before Redis answers keeps trying.
 
+    While it has a dead letter queue, a worker also prunes that queue by its retention policy
+    every ``prune_interval`` seconds (``None``: never) when no other process (a redriver, or
+    another worker) leads pruning.
+
     ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
     unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
     cap the message and the stack trace recorded for each failed attempt.
@@ -96,6 +101,7 @@ class Worker:
         max_stalled_count: int = 1,
         autorun: bool = True,
         dead_letter_queue: str | DeadLetterQueueOptions | None = None,
+        prune_interval: float | None = 300.0,
         block_timeout: float = 5.0,
         max_events: int = DEFAULT_MAX_EVENTS,
         shutdown_timeout: float = 30.0,
@@ -116,6 +122,12 @@ class Worker:
             raise ValueError(f"max_stalled_count must be an int >= 0, got {max_stalled_count!r}")
         self.max_stalled_count = max_stalled_count
         self.dead_letter_queue = self._dlq_options(dead_letter_queue)
+        if prune_interval is not None and (
+            isinstance(prune_interval, bool) or not isinstance(prune_interval, (int, float))
+            or not prune_interval > 0
+        ):  # fmt: skip
+            raise ValueError(f"prune_interval must be a number > 0 or None, got {prune_interval!r}")
+        self.prune_interval = prune_interval
         self.block_timeout = block_timeout
         self.shutdown_timeout = shutdown_timeout
         self.job_timeout = None if job_timeout is None else _positive(job_timeout, "job_timeout")
@@ -188,6 +200,14 @@ class Worker:
             raise ValueError("dead_letter_queue must not be the worker's own queue")
         return options
 
+    def _pruner(self) -> Pruner | None:
+        """Prunes the dead letter queue while no other process (a redriver) leads pruning."""
+        if self.dead_letter_queue is None or self.prune_interval is None:
+            return None
+        keys = QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name)
+        return Pruner(self._client, keys, self._ctx.max_events, holder=self.name,
+                      interval=self.prune_interval, on_error=self._report_error)  # fmt: skip
+
     def _check_slots(self) -> None:
         if self.dead_letter_queue is None or not isinstance(self._client, RedisCluster):
             return
@@ -253,6 +273,8 @@ class Worker:
             on_lost=self._mark_lost, on_error=self._report_error,
         )  # fmt: skip
         lease_task = asyncio.create_task(keeper.run())
+        pruner = self._pruner()
+        beside = {lease_task} if pruner is None else {lease_task, asyncio.create_task(pruner.run())}
         try:
             await self._main_loop()
             # Leases are renewed until the jobs in flight are done (close() bounds the wait).
@@ -260,7 +282,9 @@ class Worker:
                 await asyncio.wait(set(self._tasks))
         finally:
             keeper.stop()
-            _, pending = await asyncio.wait({lease_task}, timeout=self.shutdown_timeout)
+            if pruner is not None:
+                pruner.stop()
+            _, pending = await asyncio.wait(beside, timeout=self.shutdown_timeout)
             for task in pending:
                 task.cancel()
 
