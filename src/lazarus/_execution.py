@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from . import _codec, _scripts
 from ._connection import now_ms
 from ._failure import failure_reason, format_stack
-from ._keys import QueueKeys
+from ._keys import QueueKeys, validate_job_id
 from .errors import DeadLetterError, JobTimeoutError, UnrecoverableError, error_for_code
 from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
 
@@ -187,11 +187,15 @@ async def finish(
             error = exc
         else:
             policy = job.opts.keep_completed.args()
+            record = _replay_record(ctx, job)
+            record_keys = [] if record is None else [record.dl, record.events,
+                                                     record.job(job.replay_of or "")]  # fmt: skip
             reply = await _scripts.load("complete_job")(
                 ctx.client,
-                [*ctx.keys.group, ctx.keys.job(job.id), ctx.keys.completed, memo],
-                [job.id, claimed.token, now, value, *policy, *tail],
-            )
+                [*ctx.keys.group, ctx.keys.job(job.id), ctx.keys.completed, memo, *record_keys],
+                [job.id, claimed.token, now, value, *policy, *tail,
+                 job.replay_of if record else ""],
+            )  # fmt: skip
             return _next(ctx, job, reply, Outcome("completed", result=result))
     return await _fail(ctx, claimed, error, now, tail, memo)
 
@@ -219,7 +223,10 @@ async def _fail(
             ctx.client, [*job_keys, memo], [job.id, claimed.token, now, delay, *failure, *tail]
         )
         return _next(ctx, job, reply, Outcome("retrying", error=error))
-    if ctx.dlq_keys is None:
+    # A replayed job goes back to the dead letter queue its dead letter waits in.
+    record = _replay_record(ctx, job)
+    dlq = record or ctx.dlq_keys
+    if dlq is None:
         policy = job.opts.keep_failed.args()
         reply = await _scripts.load("fail_job")(
             ctx.client, [*job_keys, ctx.keys.failed, memo],
@@ -227,14 +234,28 @@ async def _fail(
         )  # fmt: skip
         return _next(ctx, job, reply, Outcome("failed", error=error))
     dl_id = claimed.dead_letter_id
-    dlq = ctx.dlq_keys
     reply = await _scripts.load("dead_letter_job")(
         ctx.client,
         [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo],
         [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
          *tail],
     )  # fmt: skip
-    return _next(ctx, job, reply, Outcome("dead_lettered", error=error, dead_letter_id=dl_id))
+    # A replay goes back into its own dead letter (unless that one stopped waiting for it:
+    # then the events stream names the new dead letter).
+    holder = job.replay_of if record is not None and job.replay_of else dl_id
+    return _next(ctx, job, reply, Outcome("dead_lettered", error=error, dead_letter_id=holder))
+
+
+def _replay_record(ctx: ExecutionContext, job: Job) -> QueueKeys | None:
+    """The keys of the dead letter queue that holds the dead letter ``job`` is a replay of, or
+    ``None`` (not a replay, or a reference that cannot name a key)."""
+    if not job.replay_of or not job.replay_dead_letter_queue:
+        return None
+    try:
+        validate_job_id(job.replay_of)
+        return QueueKeys(ctx.keys.prefix, job.replay_dead_letter_queue)
+    except (TypeError, ValueError):
+        return None
 
 
 def _next(

@@ -249,6 +249,11 @@ class DeadLetterMetadata:
     status: str = "pending"
     status_at: int | None = None
     timeline: list[StatusChange] = dataclasses.field(default_factory=list)
+    last_replayed_at: int | None = None
+    replayed_by: str | None = None
+    replay_rule: str | None = None
+    replay_job_id: str | None = None
+    replay_queue: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The camelCase form of ``_dlqMeta``."""
@@ -268,6 +273,11 @@ class DeadLetterMetadata:
             "status": self.status,
             "statusAt": self.status_at,
             "timeline": [change.to_json() for change in self.timeline],
+            "lastReplayedAt": self.last_replayed_at,
+            "replayedBy": self.replayed_by,
+            "replayRule": self.replay_rule,
+            "replayJobId": self.replay_job_id,
+            "replayQueue": self.replay_queue,
         }
 
     @classmethod
@@ -292,6 +302,11 @@ class DeadLetterMetadata:
             status=f.get("dlq:status") or "pending",
             status_at=_opt_int(f.get("dlq:statusAt")),
             timeline=[StatusChange.from_json(c) for c in _json_or(f.get("dlq:timeline"), [])],
+            last_replayed_at=_opt_int(f.get("dlq:lastReplayedAt")),
+            replayed_by=f.get("dlq:replayedBy") or None,
+            replay_rule=f.get("dlq:replayRule") or None,
+            replay_job_id=f.get("dlq:replayJob") or None,
+            replay_queue=f.get("dlq:replayQueue") or None,
         )
 
 
@@ -325,6 +340,8 @@ class Job:
     replay_count: int = 0
     stalled_counter: int = 0
     dead_letter: DeadLetterMetadata | None = None
+    replay_of: str | None = None
+    replay_dead_letter_queue: str | None = None
     raw_data: str = dataclasses.field(default="null", repr=False)
     opts_json: str = dataclasses.field(default="{}", repr=False)
 
@@ -370,6 +387,8 @@ class Job:
             replay_count=int(f.get("rc") or 0),
             stalled_counter=int(f.get("stalledCounter") or 0),
             dead_letter=dead_letter,
+            replay_of=f.get("replayOf") or None,
+            replay_dead_letter_queue=f.get("replayDlq") or None,
             raw_data=raw_data,
             opts_json=opts_json,
         )

@@ -9,15 +9,36 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _codec, _scripts
 from .._connection import now_ms
-from .._keys import QueueKeys
+from .._keys import QueueKeys, validate_name
 from ..job import MAX_PRIORITY, JobOptions
+from .lifecycle import check_actor, check_note
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-# Options of a replay that change the original ones: opts JSON, priority, attempts ('' keeps).
+# What a replay changes of the original: opts JSON, priority, attempts, payload ('' keeps).
 Override = list[str]
-KEEP: Override = ["", "", ""]
+KEEP: Override = ["", "", "", ""]
+DEFAULT_ACTOR = "operator:unnamed"
+UNCHANGED: Any = object()  # replay keeps the payload (None is a payload: JSON null)
+
+
+@dataclasses.dataclass(frozen=True)
+class Replayer:
+    """Who replays, and why: recorded in each replayed dead letter's timeline."""
+
+    actor: str = DEFAULT_ACTOR
+    note: str = ""
+    rule: str = ""
+
+    def args(self) -> list[str]:
+        return [self.actor, self.note, self.rule]
+
+
+def check_replayer(actor: object, note: object, rule: object) -> Replayer:
+    """Who replays, checked: raises naming ``actor``, ``note`` or ``rule``."""
+    rule_name = "" if rule is None else validate_name(rule, "rule")
+    return Replayer(check_actor(actor), check_note(note), rule_name)
 
 
 async def overridden_options(
@@ -34,7 +55,7 @@ async def overridden_options(
     if changed.priority > MAX_PRIORITY:
         raise ValueError(f"priority must be at most {MAX_PRIORITY}")
     return [_codec.encode(changed.to_dict(), field="opts"), str(changed.priority),
-            str(changed.attempts)]  # fmt: skip
+            str(changed.attempts), ""]  # fmt: skip
 
 
 async def replay(
@@ -45,10 +66,11 @@ async def replay(
     items: list[tuple[str, Override]],
     *,
     register: bool = True,
+    by: Replayer | None = None,
 ) -> list[tuple[str, str | int]]:
     """Replay ``(dead letter id, override)`` items into queue ``target``: for each, the new
     job's id and the state it entered, or an error code. ``register=False`` when the caller
-    registered ``target`` already (a bulk run, once per target)."""
+    registered ``target`` already (a bulk run, once per target); ``by`` says who replays."""
     target_keys = QueueKeys(keys.prefix, target)
     # Registered first: the registry is another key (another slot on a cluster), and a write
     # after the script could fail after the replay happened. Adding a name twice is harmless.
@@ -56,7 +78,7 @@ async def replay(
         await client.sadd(target_keys.registry, target)
     new_ids = [uuid.uuid4().hex for _ in items]
     script_keys = [keys.dl, keys.events, keys.meta, *target_keys.group]
-    args: list[Any] = [now_ms(), max_events, target]
+    args: list[Any] = [now_ms(), max_events, target, keys.queue, *(by or Replayer()).args()]
     for (dl_id, override), new_id in zip(items, new_ids):
         script_keys += [keys.job(dl_id), target_keys.job(new_id)]
         args += [dl_id, new_id, *override]
