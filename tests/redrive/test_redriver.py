@@ -101,7 +101,7 @@ async def test_the_first_matching_rule_wins(
 
     assert [j.name for j in await queue.get_waiting()] == ["email.send"]
     stats = await dlq.get_dead_letter_stats()
-    assert stats.by_status == {"manual": 1}
+    assert stats.by_status == {"manual": 1, "processing": 1}
 
 
 async def test_a_window_rule_replays_only_in_its_hours(

@@ -18,7 +18,6 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from redis.asyncio import Redis
 
@@ -217,13 +216,9 @@ class Redriver:
             self.stats.lost += 1  # gone, or taken by an operator or a DLQ worker meanwhile
 
     async def _replay(self, dl: Candidate, rule: RedriveRule) -> None:
-        kwargs: dict[str, Any] = {}
-        accepted = inspect.signature(self.queue.replay_dead_letter).parameters
-        for name, value in (("actor", "redriver"), ("note", f"rule {rule.label}"),
-                            ("rule", rule.label)):  # fmt: skip
-            if name in accepted:
-                kwargs[name] = value
-        new_id = await self.queue.replay_dead_letter(dl.id, **kwargs)
+        new_id = await self.queue.replay_dead_letter(
+            dl.id, actor="redriver", note=f"rule {rule.label}", rule=rule.label
+        )
         self.stats.replayed += 1
         self._tracker.add(Replay(dl.id, new_id, dl.source_queue, rule.label, dl.replay_count))
         log.info("replayed dead letter %s of %r by rule %s as job %s", dl.id,
