@@ -248,3 +248,51 @@ async def test_the_redriver_prunes_by_the_stored_policy_and_raises_health_alerts
     assert [(a.name, a.state, a.value) for a in alerts] == [("AnyBacklog", "firing", 2)]
     events = [e for _, e in await raw.xrange(dlq.keys.events) if e["event"] == "alert"]
     assert events[-1]["name"] == "AnyBacklog" and events[-1]["severity"] == "critical"
+
+
+async def test_dead_letters_flagged_in_one_pass_raise_one_alert(
+    make_dead_letters: MakeDeadLetters, make_redriver: MakeRedriver
+) -> None:
+    await make_dead_letters(7)
+    alerts: list[Alert] = []
+    redriver = make_redriver([], on_alert=alerts.append)
+
+    await redriver.run_once()
+
+    assert redriver.stats.flagged == 7
+    assert [(a.name, a.value, a.dead_letter_id) for a in alerts] == [
+        ("DeadLetterNeedsReview", 7, None)
+    ]
+    assert alerts[0].message.endswith("and 2 more")
+
+
+async def test_a_conditional_rules_breaker_opens_after_failed_replays(
+    queue: Queue, dlq: Queue, make_dead_letters: MakeDeadLetters, make_redriver: MakeRedriver,
+    make_worker: Callable[..., Worker],
+) -> None:  # fmt: skip
+    (first,) = await make_dead_letters(1)
+    rule = RedriveRule(strategy="conditional", gate=lambda: True, breaker_threshold=1,
+                       breaker_cooldown=3_600_000, name="gated")  # fmt: skip
+    redriver = make_redriver([rule])
+    await redriver.run_once()  # replays the first one
+
+    async def fail(job: Job) -> None:
+        raise ValueError("still down")
+
+    worker = make_worker(fail, dead_letter_queue="jobs-dlq")
+
+    async def came_back() -> bool:
+        return await dlq.get_dead_letter_count() == 1
+
+    await wait_until(came_back, message="the replayed job dead-lettered again")
+    await worker.close()
+    await make_dead_letters(1)
+
+    await redriver.run_once()  # sees the failure: the breaker opens, nothing is replayed
+
+    assert redriver.stats.replayed == 1
+    assert await dlq.get_dead_letter_count() == 2
+    assert (await dlq.get_dead_letter_health()).replays_failed == 1
+    job = await dlq.peek_dead_letter(first)
+    assert job is not None and job.dead_letter is not None
+    assert job.dead_letter.status == "pending" and job.dead_letter.replay_count == 1

@@ -102,6 +102,7 @@ class Redriver:
         self._breakers: dict[str, CircuitBreaker] = {}
         self._alerts = AlertBook()
         self._due: dict[str, float] = {"prune": 0.0, "alerts": 0.0}
+        self._flagged: list[Candidate] = []  # flagged manual in the current pass
         self._stopping = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -153,7 +154,7 @@ class Redriver:
         now = self._clock()
         for replay, ok in await self._tracker.settle(self.queue.client, self.queue.keys):
             self._breaker(replay.rule).record(ok, now)
-        read = 0
+        read, self._flagged = 0, []
         while read < MAX_PER_PASS and not self._stopping.is_set():
             found, after = await claims.page(
                 self.queue.client, self.queue.keys, self._cursor, self.batch_size
@@ -163,6 +164,8 @@ class Redriver:
             self._cursor = -math.inf if after is None else after
             if after is None:
                 break
+        if self._flagged:
+            await self._raise(self._review_alert(self._flagged))
         await self._upkeep()
         self.stats.passes += 1
 
@@ -231,9 +234,17 @@ class Redriver:
         ):
             return
         self.stats.flagged += 1
-        message = f"dead letter {dl.id} ({dl.name}, {dl.error_type}) flagged manual: {note}"
-        await self._raise(Alert("DeadLetterNeedsReview", self.queue.name, "warning", "firing",
-                                None, message, self._clock(), dl.id))  # fmt: skip
+        self._flagged.append(dl)
+
+    def _review_alert(self, flagged: list[Candidate]) -> Alert:
+        """One alert per pass for the dead letters it flagged ``manual`` (not one each: a
+        burst of failures must not become a burst of pages)."""
+        shown = ", ".join(f"{dl.id} ({dl.name}, {dl.error_type})" for dl in flagged[:5])
+        more = f" and {len(flagged) - 5} more" if len(flagged) > 5 else ""
+        message = f"{len(flagged)} dead letters flagged manual for review: {shown}{more}"
+        only = flagged[0].id if len(flagged) == 1 else None
+        return Alert("DeadLetterNeedsReview", self.queue.name, "warning", "firing",
+                     len(flagged), message, self._clock(), only)  # fmt: skip
 
     async def _upkeep(self) -> None:
         """Pruning and alerts, each when due and when this redriver leads it."""
