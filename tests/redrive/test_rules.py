@@ -151,3 +151,43 @@ def test_bad_alert_rules_raise_naming_the_field() -> None:
         AlertRule("X", "backlog", ">", float("nan"))
     with pytest.raises(ValueError, match="name"):
         AlertRule("two words", "backlog", ">", 1)
+
+
+async def test_a_health_url_gate_holds_only_while_the_url_answers_2xx() -> None:
+    import http.server
+    import threading
+
+    from lazarus.redrive.outcomes import gate_open
+
+    status = [200]
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status[0])
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/health"
+        rule = RedriveRule(strategy="conditional", health_url=url)
+        assert await gate_open(rule)
+        status[0] = 503
+        assert not await gate_open(rule)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not await gate_open(rule)  # nobody answers: closed
+
+
+async def test_a_gate_that_raises_is_closed() -> None:
+    from lazarus.redrive.outcomes import gate_open
+
+    def broken() -> bool:
+        raise RuntimeError("probe failed")
+
+    assert not await gate_open(RedriveRule(strategy="conditional", gate=broken))
+    assert await gate_open(RedriveRule(strategy="conditional", gate=lambda: True))
