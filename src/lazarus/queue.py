@@ -21,7 +21,7 @@ from . import _codec, _scripts
 from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
-from .dead_letter.store import LIVE_STATUSES
+from .dead_letter.filters import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
 

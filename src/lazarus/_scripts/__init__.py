@@ -24,7 +24,8 @@ the script may still be running. Per script:
   one that exists; a second run only sweeps leases that expired since.
 - ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers
   JOB_EXISTS and the caller reads the job), ``pause_queue`` (its reply is not used) and
-  ``scan_dead_letters`` (a read) are safe to run twice as they are.
+  ``scan_dead_letters`` (a read) and ``settle_dead_letters`` (it checks each dead letter
+  still waits for the same job) are safe to run twice as they are.
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
   ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
   ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
@@ -240,7 +241,7 @@ def load(name: str) -> Script:
 
 REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
-    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters",
+    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "settle_dead_letters",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -262,4 +263,5 @@ NAMES = (
     "migrate_dead_letters",
     "release_job",
     "set_dead_letter_status",
+    "settle_dead_letters",
 )
