@@ -155,12 +155,12 @@ async def test_per_status_ages_delete_resolved_archive_failed_and_keep_pending(
     assert archived is not None and archived.dead_letter is not None
     assert archived.dead_letter.status == "archived"
     assert archived.dead_letter.timeline[-1].actor == "policy"
-    stats = await dlq.get_dead_letter_stats()
-    assert stats.by_status == {"archived": 1, "pending": 1}
+    health = await dlq.get_dead_letter_health()
+    assert health.by_status == {"archived": 1, "pending": 1}
     assert await raw.hget(dlq.keys.meta, "count:pruned:archived") == "1"
 
     assert await dlq.prune_dead_letters(now=newest + 400 * DAY) == 1
-    assert (await dlq.get_dead_letter_stats()).by_status == {"pending": 1}
+    assert (await dlq.get_dead_letter_health()).by_status == {"pending": 1}
     assert [j.id for j in await dlq.get_dead_letter_jobs()] == [pending]
 
 
@@ -173,6 +173,6 @@ async def test_archive_by_count_leaves_the_archived_outside_the_count(
     assert await dlq.prune_dead_letters() == 3
     assert await dlq.prune_dead_letters() == 0
 
-    stats = await dlq.get_dead_letter_stats()
-    assert stats.by_status == {"archived": 3, "pending": 1}
+    health = await dlq.get_dead_letter_health()
+    assert health.by_status == {"archived": 3, "pending": 1}
     assert [j.id for j in await dlq.get_dead_letter_jobs()] == [ids[-1]]

@@ -98,7 +98,8 @@ async def test_leaving_the_last_of_a_status_drops_it_from_the_distinct_statuses(
         "q4:jobsn6:chargee18:UnrecoverableErrorr13:unrecoverables8:archived"
     ]
     assert await dlq.get_dead_letter_count() == 0  # archived is not live
-    assert await dlq.count_dead_letters() == 1  # but still in the store
+    assert await dlq.count_dead_letters() == 0  # nor counted without asking for it
+    assert await dlq.count_dead_letters(DeadLetterFilter(status="archived")) == 1
 
 
 async def test_expect_guards_the_change_and_only_one_of_many_rivals_wins(

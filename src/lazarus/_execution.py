@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 
 from . import _codec, _scripts
 from ._connection import now_ms
+from ._entry import NonRetryable, is_non_retryable
 from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys, validate_job_id
 from .errors import DeadLetterError, JobTimeoutError, UnrecoverableError, error_for_code
@@ -56,7 +57,8 @@ class ClaimedJob:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What happened to a job: ``completed``, ``retrying``, ``failed`` or ``dead_lettered``."""
+    """What happened to a job: ``completed``, ``retrying``, ``failed``, ``discarded`` or
+    ``dead_lettered``."""
 
     kind: str
     result: Any = None
@@ -77,6 +79,7 @@ class ExecutionContext:
     executor: Executor | None
     max_error_bytes: int
     max_stack_bytes: int
+    non_retryable: tuple[NonRetryable, ...] = ()
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
@@ -155,10 +158,12 @@ async def _call(processor: Processor, job: Job, executor: Executor | None) -> An
     return result
 
 
-def _terminal_reason(exc: BaseException, job: Job) -> DeadLetterReason | None:
+def _terminal_reason(
+    exc: BaseException, job: Job, non_retryable: tuple[NonRetryable, ...]
+) -> DeadLetterReason | None:
     if isinstance(exc, DeadLetterError):
         return "discarded"
-    if isinstance(exc, UnrecoverableError):
+    if isinstance(exc, UnrecoverableError) or is_non_retryable(exc, non_retryable):
         return "unrecoverable"
     if job.attempts_made + 1 >= job.opts.attempts:
         return "attempts_exhausted"
@@ -215,7 +220,10 @@ async def _fail(
         "error": reason, "errorType": error_type,
     })  # fmt: skip
     failure = [reason, error_type, stack, attempt]
-    terminal = "undecodable" if claimed.undecodable else _terminal_reason(error, job)
+    terminal = (
+        "undecodable" if claimed.undecodable
+        else _terminal_reason(error, job, ctx.non_retryable)
+    )  # fmt: skip
     job_keys = [*ctx.keys.group, ctx.keys.job(job.id)]
     if terminal is None:
         delay = job.opts.backoff.wait_ms(job.attempts_made + 1) if job.opts.backoff else 0
@@ -226,13 +234,16 @@ async def _fail(
     # A replayed job goes back to the dead letter queue its dead letter waits in.
     record = _replay_record(ctx, job)
     dlq = record or ctx.dlq_keys
-    if dlq is None:
+    exhaustion = job.opts.on_exhaustion
+    if dlq is None or exhaustion in ("fail", "discard"):
         policy = job.opts.keep_failed.args()
+        discard = exhaustion == "discard"
         reply = await _scripts.load("fail_job")(
             ctx.client, [*job_keys, ctx.keys.failed, memo],
-            [job.id, claimed.token, now, *failure, *policy, *tail],
+            [job.id, claimed.token, now, *failure, *policy, *tail, int(discard)],
         )  # fmt: skip
-        return _next(ctx, job, reply, Outcome("failed", error=error))
+        kind = "discarded" if discard else "failed"
+        return _next(ctx, job, reply, Outcome(kind, error=error))
     dl_id = claimed.dead_letter_id
     reply = await _scripts.load("dead_letter_job")(
         ctx.client,

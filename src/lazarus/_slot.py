@@ -158,3 +158,5 @@ class SlotRunner:
             await self.emit("failed", job, outcome.error)
             if outcome.kind == "dead_lettered":
                 await self.emit("deadLettered", job, outcome.dead_letter_id)
+            elif outcome.kind == "discarded":
+                await self.emit("discarded", job, outcome.error)

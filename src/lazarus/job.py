@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from . import _codec
+from ._entry import OnExhaustion, check_on_exhaustion
 
 JobState = Literal[
     "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
@@ -101,7 +102,9 @@ class KeepPolicy:
 
 @dataclasses.dataclass(frozen=True)
 class JobOptions:
-    """The options a job was added with."""
+    """The options a job was added with. ``on_exhaustion`` says what a terminal failure does:
+    ``dead_letter`` (the default when the worker has a dead letter queue), ``fail`` (the
+    queue's ``failed`` set) or ``discard`` (removed, with a ``discarded`` event)."""
 
     attempts: int = 1
     backoff: Backoff | None = None
@@ -110,9 +113,11 @@ class JobOptions:
     remove_on_complete: Retention = False
     remove_on_fail: Retention = False
     timeout: int | None = None
+    on_exhaustion: OnExhaustion | None = None
 
     def __post_init__(self) -> None:
         _int(self.attempts, "attempts", minimum=1)
+        check_on_exhaustion(self.on_exhaustion)
         if self.timeout is not None:
             _int(self.timeout, "timeout", minimum=1)
         _int(self.delay, "delay", minimum=0)
@@ -142,6 +147,8 @@ class JobOptions:
             out["removeOnFail"] = _retention_json(self.remove_on_fail)
         if self.timeout is not None:
             out["timeout"] = self.timeout
+        if self.on_exhaustion is not None:
+            out["onExhaustion"] = self.on_exhaustion
         return out
 
     @classmethod
@@ -154,6 +161,7 @@ class JobOptions:
             remove_on_complete=raw.get("removeOnComplete", False),
             remove_on_fail=raw.get("removeOnFail", False),
             timeout=raw.get("timeout"),
+            on_exhaustion=raw.get("onExhaustion"),
         )
 
 

@@ -21,7 +21,7 @@ from . import _codec, _scripts
 from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
-from .dead_letter.store import LIVE_STATUSES
+from .dead_letter.filters import LIVE_STATUSES
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
 
@@ -31,7 +31,7 @@ BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
-    "remove_on_complete", "remove_on_fail", "timeout",
+    "remove_on_complete", "remove_on_fail", "timeout", "on_exhaustion",
 }  # fmt: skip
 
 
@@ -121,6 +121,7 @@ class Queue(DeadLetterMixin):
         remove_on_complete: Any = False,
         remove_on_fail: Any = False,
         timeout: int | None = None,
+        on_exhaustion: str | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -130,13 +131,14 @@ class Queue(DeadLetterMixin):
         in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take ``True``, a count to
         keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
         longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
-        ``job_timeout``, if any). Adding a ``job_id`` that exists returns the existing job and
-        writes nothing.
+        ``job_timeout``, if any); ``on_exhaustion`` (``dead_letter``, ``fail`` or
+        ``discard``) says what a terminal failure does. Adding a ``job_id`` that exists
+        returns the existing job and writes nothing.
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "priority": priority, "remove_on_complete": remove_on_complete,
-            "remove_on_fail": remove_on_fail, "timeout": timeout,
+            "remove_on_fail": remove_on_fail, "timeout": timeout, "on_exhaustion": on_exhaustion,
         }  # fmt: skip
         return (await self._add_prepared([self._prepare(name, data, options)]))[0]
 

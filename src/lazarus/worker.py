@@ -24,7 +24,7 @@ import os
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -33,6 +33,7 @@ from redis.exceptions import NoScriptError
 
 from . import _scripts
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
+from ._entry import NonRetryable, check_non_retryable
 from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
@@ -47,8 +48,12 @@ from .queue import DEFAULT_MAX_EVENTS
 
 log = logging.getLogger("lazarus.worker")
 
-WorkerEvent = Literal["active", "completed", "failed", "deadLettered", "retrying", "error", "lost"]
-_EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error", "lost")
+WorkerEvent = Literal[
+    "active", "completed", "failed", "deadLettered", "discarded", "retrying", "error", "lost"
+]
+_EVENTS = (
+    "active", "completed", "failed", "deadLettered", "discarded", "retrying", "error", "lost"
+)  # fmt: skip
 CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
 BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
 
@@ -83,6 +88,11 @@ class Worker:
     every ``prune_interval`` seconds (``None``: never) when no other process (a redriver, or
     another worker) leads pruning.
 
+    ``non_retryable`` lists exception classes and name patterns (``"*Timeout*"``,
+    ``"billing.errors.*"``) whose failures skip the remaining attempts: the job is
+    dead-lettered at once with reason ``unrecoverable``. A job's ``on_exhaustion`` option
+    (``fail`` or ``discard``) overrides the dead letter queue for that job.
+
     ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
     unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
     cap the message and the stack trace recorded for each failed attempt.
@@ -109,6 +119,7 @@ class Worker:
         job_timeout: int | None = None,
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
         max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
+        non_retryable: Iterable[NonRetryable] | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -128,6 +139,7 @@ class Worker:
         ):  # fmt: skip
             raise ValueError(f"prune_interval must be a number > 0 or None, got {prune_interval!r}")
         self.prune_interval = prune_interval
+        self.non_retryable = check_non_retryable(non_retryable)
         self.block_timeout = block_timeout
         self.shutdown_timeout = shutdown_timeout
         self.job_timeout = None if job_timeout is None else _positive(job_timeout, "job_timeout")
@@ -186,6 +198,7 @@ class Worker:
             else DaemonThreadPool(thread_name_prefix=f"lazarus-{self.queue_name}"),
             max_error_bytes=error_cap,
             max_stack_bytes=stack_cap,
+            non_retryable=self.non_retryable,
         )  # fmt: skip
 
     def _dlq_options(

@@ -12,7 +12,6 @@ import pytest
 
 from lazarus import DeadLetterFilter, Queue
 
-from .audit import all_dead_letters
 from .dead_letters import DLQ, SOURCE, make_dead_letters
 from .harness import PREFIX, Scenario, wait_for
 from .redriver import build
@@ -77,8 +76,11 @@ async def judge(findings: Findings, dlq: Queue, source: Queue) -> None:
     """Fill ``findings``: per tag, one job made in the source queue and its dead letter in
     ``processing``; a tag with no job is lost, with two or more duplicated, still ``pending``
     with a job half-moved, still ``pending`` without one undrained."""
-    letters = await all_dead_letters(dlq)
-    status = {j.original_data["i"]: j.dead_letter.status for j in letters if j.dead_letter}
+    status: dict[int, str] = {}
+    for name in ("pending", "processing"):
+        flt = DeadLetterFilter(status=name)
+        for job in await dlq.find_dead_letters(flt, limit=LETTERS + 1):
+            status[job.original_data["i"]] = name
     made = Counter(j.data["i"] for j in await source.get_waiting())
     wrong = findings.broken.setdefault("dead letter not processing after its replay", [])
     for tag in range(LETTERS):

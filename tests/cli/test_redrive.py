@@ -28,7 +28,7 @@ async def test_redrive_once_follows_the_rules_file(
     assert result.exit_code == 0, result.output
     assert "replayed 1, flagged manual 1, failed 0" in result.output
     assert [j.name for j in await queue.get_waiting()] == ["charge"]
-    assert (await dlq.get_dead_letter_stats()).by_status == {"manual": 1, "processing": 1}
+    assert (await dlq.get_dead_letter_health()).by_status == {"manual": 1, "processing": 1}
 
 
 async def test_a_bad_rules_file_is_a_usage_error_naming_the_rule(

@@ -100,8 +100,8 @@ async def test_the_first_matching_rule_wins(
     await redriver.run_once()
 
     assert [j.name for j in await queue.get_waiting()] == ["email.send"]
-    stats = await dlq.get_dead_letter_stats()
-    assert stats.by_status == {"manual": 1, "processing": 1}
+    health = await dlq.get_dead_letter_health()
+    assert health.by_status == {"manual": 1, "processing": 1}
 
 
 async def test_a_window_rule_replays_only_in_its_hours(

@@ -315,7 +315,7 @@ async def test_purge_codes_event_and_counts(raw: aioredis.Redis, d: QueueKeys) -
         raw,
         "purge_dead_letters",
         [d.dl, d.events, d.meta, d.job("d1"), d.job("plain"), d.job("zz")],
-        [MAXLEN, "d1", "plain", "zz"],
+        [MAXLEN, "", "d1", "plain", "zz"],
     )
 
     assert result == [1, -4, -1]
@@ -332,7 +332,7 @@ async def test_purge_of_the_last_of_a_value_forgets_the_value(
     await make_dead_letter(raw, d, "d1", name="sms")
     await make_dead_letter(raw, d, "d2")
 
-    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "d1"])
+    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", "d1"])
 
     assert await raw.zrange(d.dl_values("n"), 0, -1) == ["email"]
     assert len(await raw.hgetall(d.dl_counts)) == 1

@@ -24,7 +24,8 @@ the script may still be running. Per script:
   one that exists; a second run only sweeps leases that expired since.
 - ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers
   JOB_EXISTS and the caller reads the job), ``pause_queue`` (its reply is not used) and
-  ``scan_dead_letters`` (a read) are safe to run twice as they are.
+  ``scan_dead_letters`` (a read) and ``settle_dead_letters`` (it checks each dead letter
+  still waits for the same job) are safe to run twice as they are.
 - ``acquire_lease`` (renews what the first run took), ``claim_dead_letters`` (renews the
   claims the first run made, answering the same) and ``release_dead_letter_claims`` are safe
   to run twice; ``prune_dead_letters`` is sent once (a second run would prune the next batch
@@ -244,7 +245,7 @@ def load(name: str) -> Script:
 
 REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
-    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters",
+    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "settle_dead_letters",
     "acquire_lease", "claim_dead_letters", "release_dead_letter_claims",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
@@ -271,4 +272,5 @@ NAMES = (
     "migrate_dead_letters",
     "release_job",
     "set_dead_letter_status",
+    "settle_dead_letters",
 )

@@ -23,7 +23,10 @@ from ..job import AttemptRecord, DeadLetterMetadata, Job
 from ..operators import QueueSummary
 
 FAILED_REASON_WIDTH = 60
-_TIME_KEYS = ("deadLetteredAt", "originalTimestamp", "startedAt", "finishedAt")
+_TIME_KEYS = (
+    "deadLetteredAt", "originalTimestamp", "startedAt", "finishedAt", "statusAt", "at",
+    "lastReplayedAt",
+)  # fmt: skip
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -185,6 +188,19 @@ def _attempts_table(attempts: list[AttemptRecord]) -> Table:
     return table
 
 
+def _timeline_table(meta: DeadLetterMetadata) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    for title in ("at", "from", "to", "actor", "note", "details"):
+        table.add_column(title, no_wrap=title == "at")
+    for change in meta.timeline:
+        details = ", ".join(f"{k}={v}" for k, v in change.details.items())
+        table.add_row(
+            iso(change.at), change.from_, change.to, Text(change.actor), Text(change.note or ""),
+            Text(truncate(details, 60)),
+        )  # fmt: skip
+    return table
+
+
 def print_dead_letter(out: Console, job: Job, *, now: int) -> None:
     """``dlq show``: the metadata, the payload, each attempt and each stack trace."""
     meta = _meta(job)
@@ -207,6 +223,8 @@ def print_dead_letter(out: Console, job: Job, *, now: int) -> None:
     out.print(JSON.from_data(meta.original_opts))
     out.rule("payload")
     out.print(JSON.from_data(job.original_data))
+    out.rule(f"timeline ({len(meta.timeline)})")
+    out.print(_timeline_table(meta) if meta.timeline else "no status change yet")
     out.rule(f"attempts ({len(meta.attempts)})")
     out.print(_attempts_table(meta.attempts) if meta.attempts else "no attempt records")
     for number, trace in enumerate(meta.stacktrace, start=1):

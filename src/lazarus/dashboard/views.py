@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..dead_letter import DeadLetterFilter
-from . import actions, bulk, health, public
+from . import actions, bulk, health, public, status_actions
 from .filters import LIMITS, MAX_FIELD, REASONS, STATUSES, FilterForm, Where
 from .paging import Paged, Search, fetch
 from .render import rate_chart, render, segment
@@ -150,5 +150,6 @@ router = APIRouter(include_in_schema=False)
 router.include_router(public.router)
 router.include_router(pages)
 router.include_router(actions.router)
+router.include_router(status_actions.router)
 router.include_router(bulk.router)
 router.include_router(health.router)

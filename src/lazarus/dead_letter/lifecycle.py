@@ -94,9 +94,10 @@ async def set_status(
     actor: str,
     note: str | None = None,
     expect: Iterable[DeadLetterStatus | str] | None = None,
-) -> bool:
-    """Move one dead letter to ``status`` (every argument checked first): ``True`` when done,
-    ``False`` when it was not in an ``expect``-ed status; raises for a missing dead letter."""
+) -> tuple[bool, str]:
+    """Move one dead letter to ``status`` (every argument checked first): ``(True, previous
+    status)`` when done, ``(False, current status)`` when it was not in an ``expect``-ed
+    status; raises for a missing dead letter."""
     validate_job_id(dead_letter_id, "dead_letter_id")
     target, who = check_status(status), check_actor(actor)
     text, expected = check_note(note), check_expect(expect)
@@ -108,4 +109,46 @@ async def set_status(
     code = int(reply[0])
     if code < 0:
         raise error_for_code(code, f"set status of dead letter {dead_letter_id!r}")
-    return code == 1
+    return code == 1, _text(reply[1])
+
+
+async def settle(client: Redis, keys: QueueKeys, max_events: int, batch_size: int) -> int:
+    """Settle the ``processing`` dead letters whose replayed job will never report back;
+    returns how many moved. Walks the processing index in batches of ``batch_size``."""
+    index, settled, start = keys.dl_index("s", "processing"), 0, 0
+    while True:
+        ids = [_text(i) for i in await client.zrange(index, start, start + batch_size - 1)]
+        if not ids:
+            return settled
+        async with client.pipeline(transaction=False) as pipe:
+            for dl_id in ids:
+                pipe.hmget(keys.job(dl_id), "dlq:replayJob", "dlq:replayQueue")
+            found = await pipe.execute()
+        script_keys: list[str] = [keys.dl, keys.events]
+        args: list[object] = [now_ms(), max_events]
+        for dl_id, (job_id, queue) in zip(ids, found):
+            target = _queue_keys(keys.prefix, queue, job_id)
+            if target is None:
+                continue
+            script_keys += [keys.job(dl_id), target.job(_text(job_id)), target.completed,
+                            target.failed]  # fmt: skip
+            args += [dl_id, _text(job_id)]
+        moved = 0
+        if len(script_keys) > 2:
+            moved = int(await _scripts.load("settle_dead_letters")(client, script_keys, args))
+        settled += moved
+        start += len(ids) - moved  # the settled ones left the index
+
+
+def _queue_keys(prefix: str, queue: object, job_id: object) -> QueueKeys | None:
+    if queue is None or job_id is None:
+        return None
+    try:
+        validate_job_id(_text(job_id))
+        return QueueKeys(prefix, _text(queue))
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from .. import _codec, _scripts
@@ -15,8 +15,9 @@ from .._connection import reports_unavailable
 from .._keys import QueueKeys, validate_job_id, validate_name
 from ..errors import ErrorCode, JobNotFoundError, NotADeadLetterError, error_for_code
 from ..job import Job
-from . import bulk, lifecycle, replay, search, stats, store
-from .filters import DeadLetterFilter, DeadLetterStatus, check_filter
+from . import bulk, replay, search, stats, store
+from .actions import DeadLetterActionsMixin
+from .filters import LIVE_STATUSES, DeadLetterFilter, check_filter
 from .search import DeadLetterPage, Order, Position
 from .upkeep import DeadLetterUpkeepMixin
 
@@ -27,7 +28,7 @@ MIGRATE_BATCH = 50
 REPLAYABLE = ("pending", "manual", "failed")  # the statuses a dead letter is replayed from
 
 
-class DeadLetterMixin(DeadLetterUpkeepMixin):
+class DeadLetterMixin(DeadLetterActionsMixin, DeadLetterUpkeepMixin):
     """The dead-letter half of :class:`~lazarus.Queue`."""
 
     name: str
@@ -176,37 +177,6 @@ class DeadLetterMixin(DeadLetterUpkeepMixin):
     async def get_dead_letter_counters(self) -> stats.DeadLetterCounters:
         """Running totals kept by this dead letter queue since it was created."""
         return await stats.counters(self._client, self.keys)
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    @reports_unavailable
-    async def set_dead_letter_status(
-        self,
-        dead_letter_id: str,
-        status: DeadLetterStatus | str,
-        *,
-        actor: str,
-        note: str | None = None,
-        expect: Iterable[DeadLetterStatus | str] | None = None,
-    ) -> bool:
-        """Move a dead letter to ``status``, recorded in its timeline with ``actor``
-        (``redriver``, ``policy`` or ``operator:<name>``) and ``note``.
-
-        With ``expect``, only a dead letter currently in one of those statuses moves: returns
-        ``False`` (and changes nothing) otherwise, so rivals deciding at once never both win.
-        Returns ``True`` when the change was recorded. Raises :class:`JobNotFoundError` when
-        there is no such dead letter, :class:`JobStateError` when a worker of this queue holds
-        it, and ``ValueError``/``TypeError`` naming the field for bad arguments.
-
-        Example::
-
-            await dlq.set_dead_letter_status(dl_id, "manual", actor="operator:ada",
-                                             note="needs the billing team", expect=["pending"])
-        """
-        return await lifecycle.set_status(
-            self._client, self.keys, self.max_events, dead_letter_id, status,
-            actor=actor, note=note, expect=expect,
-        )  # fmt: skip
 
     # -- replay ----------------------------------------------------------------------------
 
@@ -371,13 +341,13 @@ class DeadLetterMixin(DeadLetterUpkeepMixin):
         """Delete every dead letter that matches ``filter``, batch by batch, as
         :meth:`replay_all_dead_letters` walks; returns the count."""
         return await self._bulk(
-            filter, self._purge_batch,
+            filter, lambda matches: self._purge_batch(matches, _scope(filter)),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
         )  # fmt: skip
 
-    async def _purge_batch(self, matches: list[tuple[str, str]]) -> int:
+    async def _purge_batch(self, matches: list[tuple[str, str]], statuses: str) -> int:
         ids = [dl_id for dl_id, _ in matches]
-        results = await replay.purge(self._client, self.keys, self.max_events, ids)
+        results = await replay.purge(self._client, self.keys, self.max_events, ids, statuses)
         return sum(1 for r in results if r == 1)
 
     # -- upgrading -------------------------------------------------------------------------
@@ -399,6 +369,14 @@ class DeadLetterMixin(DeadLetterUpkeepMixin):
         if moved or await self.get_dead_letter_count():  # a dead letter queue: the view lists it
             await self._client.sadd(self.keys.dead_letter_registry, self.name)
         return moved
+
+
+def _scope(filter: DeadLetterFilter | None) -> str:
+    """The statuses a bulk operation over ``filter`` may touch, as scripts take them: its
+    status, or the live ones. A dead letter that left them meanwhile is left alone."""
+    if isinstance(filter, DeadLetterFilter) and filter.status is not None:
+        return str(filter.status)
+    return ",".join(LIVE_STATUSES)
 
 
 def _text(value: object) -> str:

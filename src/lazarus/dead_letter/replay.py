@@ -86,10 +86,15 @@ async def replay(
     return [(new_id, _result(r)) for new_id, r in zip(new_ids, results)]
 
 
-async def purge(client: Redis, keys: QueueKeys, max_events: int, ids: list[str]) -> list[int]:
-    """Purge the dead letters ``ids``: 1 for each purged, else an error code."""
+async def purge(
+    client: Redis, keys: QueueKeys, max_events: int, ids: list[str], statuses: str = ""
+) -> list[int]:
+    """Purge the dead letters ``ids`` (only those in ``statuses``, comma-separated, when
+    given): 1 for each purged, else an error code."""
     script_keys = [keys.dl, keys.events, keys.meta, *(keys.job(i) for i in ids)]
-    results = await _scripts.load("purge_dead_letters")(client, script_keys, [max_events, *ids])
+    results = await _scripts.load("purge_dead_letters")(
+        client, script_keys, [max_events, statuses, *ids]
+    )
     return [int(r) for r in results]
 
 

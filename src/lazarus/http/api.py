@@ -36,7 +36,7 @@ from ..errors import (
     LockLostError,
     NotADeadLetterError,
 )
-from . import all_dead_letters, bulk, dead_letters, metrics, queues, upkeep
+from . import all_dead_letters, bulk, dead_letters, lifecycle, metrics, queues, upkeep
 from ._deps import REDIS_DOWN, ApiError
 
 log = logging.getLogger("lazarus.http")
@@ -46,6 +46,7 @@ router.include_router(dead_letters.router, prefix="/ojs/v1/dead-letter")
 router.include_router(dead_letters.router, prefix="/ojs/v1/admin/dead-letter")
 router.include_router(all_dead_letters.router)
 router.include_router(bulk.router)
+router.include_router(lifecycle.router)
 router.include_router(queues.router)
 router.include_router(queues.health_router)
 router.include_router(metrics.router)
