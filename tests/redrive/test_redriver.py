@@ -296,3 +296,19 @@ async def test_a_conditional_rules_breaker_opens_after_failed_replays(
     job = await dlq.peek_dead_letter(first)
     assert job is not None and job.dead_letter is not None
     assert job.dead_letter.status == "pending" and job.dead_letter.replay_count == 1
+
+
+async def test_the_redriver_settles_a_replay_whose_job_was_removed(
+    queue: Queue, dlq: Queue, make_dead_letters: MakeDeadLetters, make_redriver: MakeRedriver
+) -> None:
+    (dl_id,) = await make_dead_letters(1)
+    new_id = await dlq.replay_dead_letter(dl_id, actor="operator:ada")
+    await queue.remove(new_id)
+    redriver = make_redriver([RedriveRule(schedule=[3_600_000])])
+
+    await redriver.run_once()
+
+    assert redriver.stats.settled == 1
+    job = await dlq.peek_dead_letter(dl_id)
+    assert job is not None and job.dead_letter is not None
+    assert job.dead_letter.status == "pending"

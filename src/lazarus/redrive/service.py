@@ -5,8 +5,9 @@ Each pass reads the ``pending`` index in bounded pages from where the last pass 
 decides with the first matching rule, claims what it will act on (several redrivers may run
 at once: a dead letter is claimed by one at a time, and the claims of a redriver that died
 expire), acts — replay, flag ``manual``, or ``failed`` past ``max_replays`` — and releases
-its claims. Pruning and alerts are periodic duties that one process at a time leads (an
-expiring lease), so redrivers running side by side do not repeat them.
+its claims. Settling replays that will never report back, pruning and alerts are periodic
+duties that one process at a time leads (an expiring lease), so redrivers running side by
+side do not repeat them.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class RedriverStats:
 
     def __init__(self) -> None:
         self.passes = self.replayed = self.flagged = self.failed = self.lost = 0
-        self.pruned = 0
+        self.pruned = self.settled = 0
 
 
 class Redriver:
@@ -72,6 +73,7 @@ class Redriver:
         batch_size: int = 100,
         claim_ms: int = 60_000,
         prune_interval: float = 300.0,
+        settle_interval: float = 60.0,
         alert_rules: Sequence[AlertRule] = DEFAULT_ALERTS,
         alert_interval: float = 60.0,
         on_alert: AlertHook | None = None,
@@ -80,6 +82,7 @@ class Redriver:
         self._file = rules if isinstance(rules, RulesFile) else None
         self._rules = self._file.current() if self._file else check_rules(rules)
         for field, value in (("poll_interval", poll_interval), ("prune_interval", prune_interval),
+                             ("settle_interval", settle_interval),
                              ("alert_interval", alert_interval)):  # fmt: skip
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{field} must be a number > 0, got {value!r}")
@@ -94,6 +97,7 @@ class Redriver:
         self.id = f"redriver-{uuid.uuid4().hex[:12]}"
         self.poll_interval, self.batch_size, self.claim_ms = poll_interval, batch_size, claim_ms
         self.prune_interval, self.alert_interval = prune_interval, alert_interval
+        self.settle_interval = settle_interval
         self.on_alert = on_alert
         self.stats = RedriverStats()
         self._clock = clock or now_ms
@@ -101,7 +105,7 @@ class Redriver:
         self._tracker = Tracker()
         self._breakers: dict[str, CircuitBreaker] = {}
         self._alerts = AlertBook()
-        self._due: dict[str, float] = {"prune": 0.0, "alerts": 0.0}
+        self._due: dict[str, float] = {"settle": 0.0, "prune": 0.0, "alerts": 0.0}
         self._flagged: list[Candidate] = []  # flagged manual in the current pass
         self._stopping = asyncio.Event()
         self._idle = asyncio.Event()
@@ -140,7 +144,7 @@ class Redriver:
         """Stop after the current step, give up leases, and close the connection."""
         self._stopping.set()
         await self._idle.wait()
-        for role in ("prune", "alerts"):
+        for role in self._due:
             try:
                 await leadership.release(self.queue.client, self.queue.keys, role, self.id)
             except Exception as exc:  # the lease expires by itself
@@ -247,22 +251,29 @@ class Redriver:
                      len(flagged), message, self._clock(), only)  # fmt: skip
 
     async def _upkeep(self) -> None:
-        """Pruning and alerts, each when due and when this redriver leads it."""
+        """Periodic duties, each when due and when this redriver leads it: settling replays
+        that will never report back, pruning, alerts."""
         moment = time.monotonic()
         keys, client = self.queue.keys, self.queue.client
-        for role, interval in (("prune", self.prune_interval), ("alerts", self.alert_interval)):
+        intervals = {"settle": self.settle_interval, "prune": self.prune_interval,
+                     "alerts": self.alert_interval}  # fmt: skip
+        for role, interval in intervals.items():
             if moment < self._due[role]:
                 continue
             self._due[role] = moment + interval
             lease = max(int(interval * 3000), 10_000)
-            if not await leadership.acquire(client, keys, role, self.id, lease):
-                continue
-            if role == "prune":
-                self.stats.pruned += await self.queue.prune_dead_letters()
-            else:
-                health = await self.queue.get_dead_letter_health()
-                for alert in self._alerts.evaluate(self.alert_rules, health, self.queue.name):
-                    await self._raise(alert)
+            if await leadership.acquire(client, keys, role, self.id, lease):
+                await self._duty(role)
+
+    async def _duty(self, role: str) -> None:
+        if role == "settle":
+            self.stats.settled += await self.queue.settle_dead_letters()
+        elif role == "prune":
+            self.stats.pruned += await self.queue.prune_dead_letters()
+        else:
+            health = await self.queue.get_dead_letter_health()
+            for alert in self._alerts.evaluate(self.alert_rules, health, self.queue.name):
+                await self._raise(alert)
 
     async def _raise(self, alert: Alert) -> None:
         """Log an alert, record it on the events stream and hand it to ``on_alert``."""
