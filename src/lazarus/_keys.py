@@ -24,8 +24,8 @@ Cluster slot::
     <prefix>:{<queue>}:dl:retention STRING the retention policy (JSON)
     <prefix>:{<queue>}:dl:claims    ZSET   dead letters a redriver holds, score = claim expiry
                                            (ms); dl:claimers HASH: dead letter id -> holder
-    <prefix>:{<queue>}:dl:leader:<role>     STRING the holder of a periodic duty (prune,
-                                           alerts), expiring
+    <prefix>:{<queue>}:dl:leader:<role>     STRING the holder of a periodic duty (settle,
+                                           prune, alerts), expiring
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
@@ -202,7 +202,8 @@ class QueueKeys:
         return self.base + "dl:claimers"
 
     def dl_leader(self, role: str) -> str:
-        """The expiring lease of the one process doing a periodic duty (``prune``)."""
+        """The expiring lease of the one process doing a periodic duty (``settle``,
+        ``prune``, ``alerts``)."""
         return self.base + "dl:leader:" + role
 
     @property
