@@ -191,3 +191,25 @@ async def test_a_gate_that_raises_is_closed() -> None:
 
     assert not await gate_open(RedriveRule(strategy="conditional", gate=broken))
     assert await gate_open(RedriveRule(strategy="conditional", gate=lambda: True))
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"poll_interval": 0}, "poll_interval"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"claim_ms": 10}, "claim_ms"),
+        ({"settle_interval": -1}, "settle_interval"),
+        ({"alert_rules": ["backlog > 5"]}, "alert_rules"),
+        ({"rules": [{"strategy": "manual"}]}, r"rules\[0\]"),
+        ({"dlq_name": "a b"}, "queue name"),
+    ],
+)
+def test_bad_redriver_options_raise_naming_the_field(
+    options: dict[str, object], named: str
+) -> None:
+    from lazarus import Redriver
+
+    args: dict[str, object] = {"dlq_name": "jobs-dlq", "rules": [], **options}
+    with pytest.raises((ValueError, TypeError), match=named):
+        Redriver(connection="redis://unused.invalid:1/0", **args)  # type: ignore[arg-type]

@@ -117,8 +117,10 @@ class Redriver:
         return self._rules
 
     def set_rules(self, rules: Sequence[RedriveRule]) -> None:
-        """Replace the rules; the next pass follows them (no restart)."""
+        """Replace the rules (and stop following a rules file); the next pass follows them,
+        no restart needed."""
         self._rules = check_rules(rules)
+        self._file = None
 
     async def run(self) -> None:
         """Redrive until :meth:`close`; Redis errors are logged and retried with backoff."""
