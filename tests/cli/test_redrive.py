@@ -102,3 +102,30 @@ async def test_redrive_runs_until_interrupted(
 
     assert proc.returncode == 0
     assert b"redriving 'jobs-dlq' with 1 rules" in out
+
+
+async def test_retention_shows_changes_and_applies_the_policy(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, invoke: Invoke
+) -> None:
+    await dead_letter(queue, make_worker, ("a", {}), ("b", {}), ("c", {}))
+
+    shown = await invoke("retention", "jobs-dlq")
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith("max age P180D, max count 10000, prune by delete\n")
+    assert "  failed     P90D then archive" in shown.output
+
+    report = parsed(await invoke("retention", "jobs-dlq", "--max-count", "1", "--now", "--json"))
+
+    assert report["pruned"] == 2 and report["policy"]["maxCount"] == 1
+    assert (await dlq.get_retention_policy()).max_count == 1
+    assert await dlq.get_dead_letter_count() == 1
+
+
+async def test_a_bad_retention_value_is_a_usage_error_and_changes_nothing(
+    dlq: Queue, invoke: Invoke
+) -> None:
+    result = await invoke("retention", "jobs-dlq", "--max-age", "six months")
+
+    assert result.exit_code == 2
+    assert "max_age" in result.output
+    assert await dlq.client.exists(dlq.keys.dl_retention) == 0

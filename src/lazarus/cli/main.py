@@ -221,7 +221,7 @@ def startup_failure(message: str) -> str:
 
 def _register_commands() -> None:
     """Commands that live in their own modules (imported here to keep main.py small)."""
-    from . import dlq, migrate, queues, redrive, serve
+    from . import dlq, migrate, queues, redrive, retention, serve
 
     main.add_command(queues.queues)
     main.add_command(dlq.dlq)
@@ -230,6 +230,7 @@ def _register_commands() -> None:
     main.add_command(redrive.redrive)
     main.add_command(redrive.health)
     main.add_command(redrive.alerts)
+    main.add_command(retention.retention)
 
 
 _register_commands()
