@@ -312,3 +312,27 @@ async def test_the_redriver_settles_a_replay_whose_job_was_removed(
     job = await dlq.peek_dead_letter(dl_id)
     assert job is not None and job.dead_letter is not None
     assert job.dead_letter.status == "pending"
+
+
+async def test_alert_rules_follow_the_rules_file(
+    make_dead_letters: MakeDeadLetters, make_redriver: MakeRedriver, tmp_path: Path
+) -> None:
+    await make_dead_letters(1)
+    path = tmp_path / "rules.toml"
+    path.write_text("[[rule]]\nschedule = ['PT1H']\n")
+    alerts: list[Alert] = []
+    redriver = make_redriver(RulesFile(path), on_alert=alerts.append, alert_interval=0.001)
+    await redriver.run_once()
+    assert alerts == []  # the defaults: a backlog of 1 is fine
+
+    path.write_text(
+        "[[rule]]\nschedule = ['PT1H']\n"
+        "[[alert]]\nname = 'AnyBacklog'\nmetric = 'backlog'\nop = '>'\nthreshold = 0\n"
+    )
+
+    async def fired() -> bool:
+        await redriver.run_once()
+        return bool(alerts)
+
+    await wait_until(fired, message="the file's alert rule evaluated")
+    assert [a.name for a in alerts] == ["AnyBacklog"]

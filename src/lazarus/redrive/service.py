@@ -157,6 +157,8 @@ class Redriver:
         """One pass: outcomes of earlier replays, the pending dead letters, then upkeep."""
         if self._file is not None:
             self._rules = self._file.current()
+            if self._file.alerts is not None:  # the file's [[alert]] tables replace the rules
+                self.alert_rules = tuple(self._file.alerts)
         now = self._clock()
         for replay, ok in await self._tracker.settle(self.queue.client, self.queue.keys):
             self._breaker(replay.rule).record(ok, now)
