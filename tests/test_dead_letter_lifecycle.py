@@ -204,7 +204,7 @@ async def test_bulk_replay_takes_each_live_dead_letter_once(
     assert meta.timeline[-1].details["rule"] == "timeouts"
 
 
-async def test_removing_a_replayed_job_is_settled_back_to_pending(
+async def test_removing_a_replayed_job_puts_its_dead_letter_back_to_pending(
     queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:
     dl_id = await one_dead_letter(queue, dlq, make_worker)
@@ -212,8 +212,7 @@ async def test_removing_a_replayed_job_is_settled_back_to_pending(
     assert await dlq.settle_dead_letters() == 0  # its job waits: nothing to settle
 
     await queue.remove(new_id)
-    assert await dlq.settle_dead_letters() == 1
-    assert await dlq.settle_dead_letters() == 0
+    assert await dlq.settle_dead_letters() == 0  # remove settled it already
 
     meta = await meta_of(dlq, dl_id)
     assert meta.status == "pending"
@@ -233,6 +232,21 @@ async def test_a_replayed_job_stalled_out_without_dlq_is_settled_back_to_pending
     assert await dlq.settle_dead_letters() == 1
 
     assert (await meta_of(dlq, dl_id)).status == "pending"
+
+
+async def test_a_cleaned_replayed_job_is_settled_back_to_pending(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    dl_id = await one_dead_letter(queue, dlq, make_worker)
+    await dlq.replay_dead_letter(dl_id)
+
+    assert len(await queue.clean(0, state="waiting")) == 1
+    assert await dlq.settle_dead_letters() == 1
+    assert await dlq.settle_dead_letters() == 0
+
+    meta = await meta_of(dlq, dl_id)
+    assert meta.status == "pending"
+    assert meta.timeline[-1].note == "the replayed job was removed before it finished"
 
 
 async def failed_count(queue: Queue, count: int) -> bool:
