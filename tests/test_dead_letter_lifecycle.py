@@ -7,6 +7,10 @@ replays, a replay against an archive, a worker that dies holding the replayed jo
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -204,7 +208,7 @@ async def test_bulk_replay_takes_each_live_dead_letter_once(
     assert meta.timeline[-1].details["rule"] == "timeouts"
 
 
-async def test_removing_a_replayed_job_is_settled_back_to_pending(
+async def test_removing_a_replayed_job_puts_its_dead_letter_back_to_pending(
     queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:
     dl_id = await one_dead_letter(queue, dlq, make_worker)
@@ -212,8 +216,7 @@ async def test_removing_a_replayed_job_is_settled_back_to_pending(
     assert await dlq.settle_dead_letters() == 0  # its job waits: nothing to settle
 
     await queue.remove(new_id)
-    assert await dlq.settle_dead_letters() == 1
-    assert await dlq.settle_dead_letters() == 0
+    assert await dlq.settle_dead_letters() == 0  # remove settled it already
 
     meta = await meta_of(dlq, dl_id)
     assert meta.status == "pending"
@@ -233,6 +236,21 @@ async def test_a_replayed_job_stalled_out_without_dlq_is_settled_back_to_pending
     assert await dlq.settle_dead_letters() == 1
 
     assert (await meta_of(dlq, dl_id)).status == "pending"
+
+
+async def test_a_cleaned_replayed_job_is_settled_back_to_pending(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    dl_id = await one_dead_letter(queue, dlq, make_worker)
+    await dlq.replay_dead_letter(dl_id)
+
+    assert len(await queue.clean(0, state="waiting")) == 1
+    assert await dlq.settle_dead_letters() == 1
+    assert await dlq.settle_dead_letters() == 0
+
+    meta = await meta_of(dlq, dl_id)
+    assert meta.status == "pending"
+    assert meta.timeline[-1].note == "the replayed job was removed before it finished"
 
 
 async def failed_count(queue: Queue, count: int) -> bool:
@@ -294,3 +312,42 @@ async def test_rival_replays_and_an_archive_of_one_dead_letter_leave_one_outcome
     meta = await meta_of(dlq, dl_id)
     assert meta.status == ("archived" if archived else "processing")
     assert len(meta.timeline) == 1
+
+
+@pytest.mark.timeout(60)
+async def test_a_worker_process_sigkilled_holding_a_replay_leaves_it_to_be_resolved_once(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, raw: aioredis.Redis, redis_url: str,
+    prefix: str,
+) -> None:  # fmt: skip
+    # Given a dead letter replayed (with a payload that makes the processor hang) and taken by
+    # a worker process, which is then SIGKILLed before it can finish
+    dl_id = await one_dead_letter(queue, dlq, make_worker)
+    marker = f"{prefix}:started"
+    new_id = await dlq.replay_dead_letter(dl_id, data={"marker": marker})
+    await queue.client.hset(queue.keys.job(new_id), "atm", 2)  # the stall is not terminal
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lazarus.cli", "worker", "tests.procs:mark_then_hang",
+         "--queue", "jobs", "--prefix", prefix, "--lock-duration", "500"],
+        env={**os.environ, "LAZARUS_REDIS_URL": redis_url},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await wait_until(lambda: raw.exists(marker), 20, "the subprocess to start the job")
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert (await meta_of(dlq, dl_id)).status == "processing"
+
+    # When another worker sweeps the stalled replay and completes it
+    make_worker(succeed, dead_letter_queue=dlq.name, stalled_interval=100)
+    await wait_until(lambda: has_status(dlq, "resolved", 1), 20, "resolved")
+
+    # Then the dead letter was resolved exactly once, by that job
+    meta = await meta_of(dlq, dl_id)
+    assert [(c.to, c.details.get("job")) for c in meta.timeline] == [
+        ("processing", new_id), ("resolved", new_id),
+    ]  # fmt: skip
+    stored = await queue.get_job(new_id)
+    assert stored is not None and stored.stalled_counter == 1

@@ -328,6 +328,10 @@ class Job:
     For a dead letter, ``data`` is the original payload with ``_dlqMeta`` added (a payload that
     is not an object appears as ``{"_dlqValue": payload, "_dlqMeta": ...}``), ``original_data``
     is the payload exactly as it was sent, and ``dead_letter`` is the typed metadata.
+
+    A replayed job has ``replay_of`` (the id of the dead letter it came from) and
+    ``replay_dead_letter_queue`` (the queue holding that dead letter), which its completion
+    resolves and its terminal failure returns to.
     """
 
     id: str

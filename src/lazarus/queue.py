@@ -22,6 +22,7 @@ from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailabl
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
 from .dead_letter import DeadLetterMixin
 from .dead_letter.filters import LIVE_STATUSES
+from .dead_letter.lifecycle import settle_replay
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
 
@@ -368,16 +369,21 @@ class Queue(DeadLetterMixin):
 
     @reports_unavailable
     async def remove(self, job_id: str) -> None:
-        """Remove a job that is not active; raises ``JobNotFoundError`` or ``JobStateError``."""
+        """Remove a job that is not active; raises ``JobNotFoundError`` or ``JobStateError``.
+
+        A removed replayed job's dead letter goes back to ``pending`` at once."""
         k = self.keys
         script = _scripts.load("remove_job")
+        replay = await self._client.hmget(k.job(validate_job_id(job_id)), "replayOf", "replayDlq")
         code = await script(
             self._client,
-            [*k.group, k.completed, k.failed, k.job(validate_job_id(job_id))],
+            [*k.group, k.completed, k.failed, k.job(job_id)],
             [job_id, self.max_events],
         )
         if code != 1:
             raise error_for_code(int(code), f"remove job {job_id!r} from {self.name!r}")
+        if replay[0] is not None:
+            await settle_replay(self._client, k, job_id, replay[0], replay[1], self.max_events)
 
     @reports_unavailable
     async def clean(

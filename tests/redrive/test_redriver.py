@@ -298,12 +298,12 @@ async def test_a_conditional_rules_breaker_opens_after_failed_replays(
     assert job.dead_letter.status == "pending" and job.dead_letter.replay_count == 1
 
 
-async def test_the_redriver_settles_a_replay_whose_job_was_removed(
+async def test_the_redriver_settles_a_replay_whose_job_was_cleaned_away(
     queue: Queue, dlq: Queue, make_dead_letters: MakeDeadLetters, make_redriver: MakeRedriver
 ) -> None:
     (dl_id,) = await make_dead_letters(1)
     new_id = await dlq.replay_dead_letter(dl_id, actor="operator:ada")
-    await queue.remove(new_id)
+    assert await queue.clean(0, state="waiting") == [new_id]  # gone before it ran
     redriver = make_redriver([RedriveRule(schedule=[3_600_000])])
 
     await redriver.run_once()

@@ -140,6 +140,24 @@ async def settle(client: Redis, keys: QueueKeys, max_events: int, batch_size: in
         start += len(ids) - moved  # the settled ones left the index
 
 
+async def settle_replay(
+    client: Redis, job_keys: QueueKeys, job_id: str, replay_of: object, replay_dlq: object,
+    max_events: int,
+) -> None:  # fmt: skip
+    """Settle the dead letter that job ``job_id`` (of the queue of ``job_keys``) was a replay
+    of, if that job will never report back: called right after the job was removed."""
+    dlq = _queue_keys(job_keys.prefix, replay_dlq, replay_of)
+    if dlq is None or replay_of is None:
+        return
+    dl_id = _text(replay_of)
+    await _scripts.load("settle_dead_letters")(
+        client,
+        [dlq.dl, dlq.events, dlq.job(dl_id), job_keys.job(job_id), job_keys.completed,
+         job_keys.failed],
+        [now_ms(), max_events, dl_id, job_id],
+    )  # fmt: skip
+
+
 def _queue_keys(prefix: str, queue: object, job_id: object) -> QueueKeys | None:
     if queue is None or job_id is None:
         return None
