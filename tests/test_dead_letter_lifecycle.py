@@ -253,6 +253,19 @@ async def test_a_cleaned_replayed_job_is_settled_back_to_pending(
     assert meta.timeline[-1].note == "the replayed job was removed before it finished"
 
 
+async def test_a_worker_of_the_dlq_settles_a_cleaned_replay_on_its_own(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    dl_id = await one_dead_letter(queue, dlq, make_worker)
+    await dlq.replay_dead_letter(dl_id)
+    assert len(await queue.clean(0, state="waiting")) == 1
+
+    make_worker(succeed, dead_letter_queue=dlq.name, stalled_interval=100)
+    await wait_until(lambda: has_status(dlq, "pending", 1), message="settled by the sweep")
+
+    assert (await meta_of(dlq, dl_id)).timeline[-1].actor == "policy"
+
+
 async def failed_count(queue: Queue, count: int) -> bool:
     return await queue.get_failed_count() == count
 

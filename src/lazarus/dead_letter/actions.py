@@ -125,6 +125,7 @@ class DeadLetterActionsMixin:
         return how many moved: back to ``pending`` when the job was removed or cleaned before
         it finished, or failed for good where no dead letter queue took it; ``resolved`` when
         it completed without resolving it. Safe to run at any time, from anywhere, as often as
-        wanted; the redrive service runs it periodically."""
+        wanted; the redrive service runs it periodically, and workers sending to this queue
+        settle a random sample at each stall sweep."""
         batch = bulk.check_batch(batch_size)
         return await lifecycle.settle(self._client, self.keys, self.max_events, batch)

@@ -112,6 +112,16 @@ async def set_status(
     return code == 1, _text(reply[1])
 
 
+async def settle_sample(client: Redis, keys: QueueKeys, max_events: int, count: int) -> int:
+    """Settle what needs it among ``count`` ``processing`` dead letters picked at random: a
+    bounded step that workers take at each stall sweep, so that every dead letter is looked
+    at sooner or later without anyone walking the whole index."""
+    picked = await client.zrandmember(keys.dl_index("s", "processing"), count)
+    if not picked:
+        return 0
+    return await _settle_ids(client, keys, max_events, [_text(i) for i in picked])
+
+
 async def settle(client: Redis, keys: QueueKeys, max_events: int, batch_size: int) -> int:
     """Settle the ``processing`` dead letters whose replayed job will never report back;
     returns how many moved. Walks the processing index in batches of ``batch_size``."""
@@ -120,22 +130,7 @@ async def settle(client: Redis, keys: QueueKeys, max_events: int, batch_size: in
         ids = [_text(i) for i in await client.zrange(index, start, start + batch_size - 1)]
         if not ids:
             return settled
-        async with client.pipeline(transaction=False) as pipe:
-            for dl_id in ids:
-                pipe.hmget(keys.job(dl_id), "dlq:replayJob", "dlq:replayQueue")
-            found = await pipe.execute()
-        script_keys: list[str] = [keys.dl, keys.events]
-        args: list[object] = [now_ms(), max_events]
-        for dl_id, (job_id, queue) in zip(ids, found):
-            target = _queue_keys(keys.prefix, queue, job_id)
-            if target is None:
-                continue
-            script_keys += [keys.job(dl_id), target.job(_text(job_id)), target.completed,
-                            target.failed]  # fmt: skip
-            args += [dl_id, _text(job_id)]
-        moved = 0
-        if len(script_keys) > 2:
-            moved = int(await _scripts.load("settle_dead_letters")(client, script_keys, args))
+        moved = await _settle_ids(client, keys, max_events, ids)
         settled += moved
         start += len(ids) - moved  # the settled ones left the index
 
@@ -156,6 +151,26 @@ async def settle_replay(
          job_keys.failed],
         [now_ms(), max_events, dl_id, job_id],
     )  # fmt: skip
+
+
+async def _settle_ids(client: Redis, keys: QueueKeys, max_events: int, ids: list[str]) -> int:
+    """Settle those of the dead letters ``ids`` whose replayed job will never report back."""
+    async with client.pipeline(transaction=False) as pipe:
+        for dl_id in ids:
+            pipe.hmget(keys.job(dl_id), "dlq:replayJob", "dlq:replayQueue")
+        found = await pipe.execute()
+    script_keys: list[str] = [keys.dl, keys.events]
+    args: list[object] = [now_ms(), max_events]
+    for dl_id, (job_id, queue) in zip(ids, found):
+        target = _queue_keys(keys.prefix, queue, job_id)
+        if target is None:
+            continue
+        script_keys += [keys.job(dl_id), target.job(_text(job_id)), target.completed,
+                        target.failed]  # fmt: skip
+        args += [dl_id, _text(job_id)]
+    if len(script_keys) == 2:
+        return 0
+    return int(await _scripts.load("settle_dead_letters")(client, script_keys, args))
 
 
 def _queue_keys(prefix: str, queue: object, job_id: object) -> QueueKeys | None:
