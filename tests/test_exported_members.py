@@ -7,11 +7,13 @@ import lazarus
 
 def test_public_api_is_exactly_these_names() -> None:
     assert lazarus.__all__ == [
+        "AlertRule",
         "AttemptRecord",
         "Backoff",
         "DeadLetterCounters",
         "DeadLetterError",
         "DeadLetterFilter",
+        "DeadLetterHealth",
         "DeadLetterMetadata",
         "DeadLetterPage",
         "DeadLetterQueueOptions",
@@ -35,7 +37,12 @@ def test_public_api_is_exactly_these_names() -> None:
         "RateLimit",
         "RateLimitError",
         "RedisUnavailableError",
+        "RedriveRule",
+        "Redriver",
         "RepeatableJob",
+        "RetentionPolicy",
+        "StatusChange",
+        "StatusRetention",
         "UnrecoverableError",
         "Worker",
         "__version__",

@@ -17,7 +17,10 @@ from .dead_letter import (
     DeadLetterStats,
     DeadLetterStatus,
     DeadLetterView,
+    RetentionPolicy,
+    StatusRetention,
 )
+from .dead_letter.health import DeadLetterHealth
 from .errors import (
     DeadLetterError,
     JobExistsError,
@@ -33,18 +36,29 @@ from .errors import (
     UnrecoverableError,
 )
 from .events import QueueEvents
-from .job import AttemptRecord, Backoff, DeadLetterMetadata, Job, JobOptions, JobState
+from .job import (
+    AttemptRecord,
+    Backoff,
+    DeadLetterMetadata,
+    Job,
+    JobOptions,
+    JobState,
+    StatusChange,
+)
 from .queue import Queue, list_queues
+from .redrive import AlertRule, Redriver, RedriveRule
 from .worker import Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlertRule",
     "AttemptRecord",
     "Backoff",
     "DeadLetterCounters",
     "DeadLetterError",
     "DeadLetterFilter",
+    "DeadLetterHealth",
     "DeadLetterMetadata",
     "DeadLetterPage",
     "DeadLetterQueueOptions",
@@ -68,7 +82,12 @@ __all__ = [
     "RateLimit",
     "RateLimitError",
     "RedisUnavailableError",
+    "RedriveRule",
+    "Redriver",
     "RepeatableJob",
+    "RetentionPolicy",
+    "StatusChange",
+    "StatusRetention",
     "UnrecoverableError",
     "Worker",
     "__version__",

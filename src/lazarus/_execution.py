@@ -23,8 +23,9 @@ from redis.asyncio import Redis
 from . import _codec, _scripts
 from ._backoff import BackoffStrategy, retry_delay
 from ._connection import now_ms
+from ._entry import NonRetryable, is_non_retryable
 from ._failure import failure_reason, format_stack
-from ._keys import QueueKeys
+from ._keys import QueueKeys, validate_job_id
 from .errors import (
     DeadLetterError,
     JobTimeoutError,
@@ -63,8 +64,8 @@ class ClaimedJob:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What happened to a job: ``completed``, ``retrying``, ``failed``, ``dead_lettered``
-    or ``rate_limited`` (back in the queue, its attempt not spent)."""
+    """What happened to a job: ``completed``, ``retrying``, ``failed``, ``discarded``,
+    ``dead_lettered`` or ``rate_limited`` (back in the queue, its attempt not spent)."""
 
     kind: str
     result: Any = None
@@ -86,6 +87,7 @@ class ExecutionContext:
     max_error_bytes: int
     max_stack_bytes: int
     backoff_strategy: BackoffStrategy | None = None
+    non_retryable: tuple[NonRetryable, ...] = ()
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
@@ -164,10 +166,12 @@ async def _call(processor: Processor, job: Job, executor: Executor | None) -> An
     return result
 
 
-def _terminal_reason(exc: BaseException, job: Job) -> DeadLetterReason | None:
+def _terminal_reason(
+    exc: BaseException, job: Job, non_retryable: tuple[NonRetryable, ...]
+) -> DeadLetterReason | None:
     if isinstance(exc, DeadLetterError):
         return "discarded"
-    if isinstance(exc, UnrecoverableError):
+    if isinstance(exc, UnrecoverableError) or is_non_retryable(exc, non_retryable):
         return "unrecoverable"
     if job.attempts_made + 1 >= job.opts.attempts:
         return "attempts_exhausted"
@@ -196,11 +200,15 @@ async def finish(
             error = exc
         else:
             policy = job.opts.keep_completed.args()
+            record = _replay_record(ctx, job)
+            record_keys = [] if record is None else [record.dl, record.events,
+                                                     record.job(job.replay_of or "")]  # fmt: skip
             reply = await _scripts.load("complete_job")(
                 ctx.client,
-                [*ctx.keys.group, ctx.keys.job(job.id), ctx.keys.completed, memo],
-                [job.id, claimed.token, now, value, *policy, *tail],
-            )
+                [*ctx.keys.group, ctx.keys.job(job.id), ctx.keys.completed, memo, *record_keys],
+                [job.id, claimed.token, now, value, *policy, *tail,
+                 job.replay_of if record else ""],
+            )  # fmt: skip
             return _next(ctx, job, reply, Outcome("completed", result=result))
     return await _fail(ctx, claimed, error, now, tail, memo)
 
@@ -226,7 +234,10 @@ async def _fail(
         "error": reason, "errorType": error_type,
     })  # fmt: skip
     failure = [reason, error_type, stack, attempt]
-    terminal = "undecodable" if claimed.undecodable else _terminal_reason(error, job)
+    terminal = (
+        "undecodable" if claimed.undecodable
+        else _terminal_reason(error, job, ctx.non_retryable)
+    )  # fmt: skip
     job_keys = [*ctx.keys.group, ctx.keys.job(job.id)]
     if terminal is None:
         delay = retry_delay(job, error, ctx.backoff_strategy)
@@ -234,22 +245,42 @@ async def _fail(
             ctx.client, [*job_keys, memo], [job.id, claimed.token, now, delay, *failure, *tail]
         )
         return _next(ctx, job, reply, Outcome("retrying", error=error))
-    if ctx.dlq_keys is None:
+    # A replayed job goes back to the dead letter queue its dead letter waits in.
+    record = _replay_record(ctx, job)
+    dlq = record or ctx.dlq_keys
+    exhaustion = job.opts.on_exhaustion
+    if dlq is None or exhaustion in ("fail", "discard"):
         policy = job.opts.keep_failed.args()
+        discard = exhaustion == "discard"
         reply = await _scripts.load("fail_job")(
             ctx.client, [*job_keys, ctx.keys.failed, memo],
-            [job.id, claimed.token, now, *failure, *policy, *tail],
+            [job.id, claimed.token, now, *failure, *policy, *tail, int(discard)],
         )  # fmt: skip
-        return _next(ctx, job, reply, Outcome("failed", error=error))
+        kind = "discarded" if discard else "failed"
+        return _next(ctx, job, reply, Outcome(kind, error=error))
     dl_id = claimed.dead_letter_id
-    dlq = ctx.dlq_keys
     reply = await _scripts.load("dead_letter_job")(
         ctx.client,
         [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo],
         [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
          *tail],
     )  # fmt: skip
-    return _next(ctx, job, reply, Outcome("dead_lettered", error=error, dead_letter_id=dl_id))
+    # A replay goes back into its own dead letter (unless that one stopped waiting for it:
+    # then the events stream names the new dead letter).
+    holder = job.replay_of if record is not None and job.replay_of else dl_id
+    return _next(ctx, job, reply, Outcome("dead_lettered", error=error, dead_letter_id=holder))
+
+
+def _replay_record(ctx: ExecutionContext, job: Job) -> QueueKeys | None:
+    """The keys of the dead letter queue that holds the dead letter ``job`` is a replay of, or
+    ``None`` (not a replay, or a reference that cannot name a key)."""
+    if not job.replay_of or not job.replay_dead_letter_queue:
+        return None
+    try:
+        validate_job_id(job.replay_of)
+        return QueueKeys(ctx.keys.prefix, job.replay_dead_letter_queue)
+    except (TypeError, ValueError):
+        return None
 
 
 def _next(

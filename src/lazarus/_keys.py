@@ -31,6 +31,11 @@ Cluster slot::
     <prefix>:{<queue>}:limiter      STRING jobs started in the rate limit's window (PX = its end)
     <prefix>:{<queue>}:logs:<id>    LIST   one job's log lines, oldest first
     <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
+    <prefix>:{<queue>}:dl:retention STRING the retention policy (JSON)
+    <prefix>:{<queue>}:dl:claims    ZSET   dead letters a redriver holds, score = claim expiry
+                                           (ms); dl:claimers HASH: dead letter id -> holder
+    <prefix>:{<queue>}:dl:leader:<role>     STRING the holder of a periodic duty (settle,
+                                           prune, alerts), expiring
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
@@ -219,6 +224,26 @@ class QueueKeys:
     def dl_webhook_log(self) -> str:
         """The webhook delivery log: one entry per attempt, trimmed to about 10,000."""
         return self.base + "dl:wh:log"
+
+    @property
+    def dl_retention(self) -> str:
+        """The dead letter queue's retention policy (JSON)."""
+        return self.base + "dl:retention"
+
+    @property
+    def dl_claims(self) -> str:
+        """Dead letters claimed by a redriver, score = when the claim expires (ms)."""
+        return self.base + "dl:claims"
+
+    @property
+    def dl_claimers(self) -> str:
+        """Who holds each claim of :attr:`dl_claims`."""
+        return self.base + "dl:claimers"
+
+    def dl_leader(self, role: str) -> str:
+        """The expiring lease of the one process doing a periodic duty (``settle``,
+        ``prune``, ``alerts``)."""
+        return self.base + "dl:leader:" + role
 
     @property
     def job_prefix(self) -> str:

@@ -184,6 +184,8 @@ class SlotRunner:
             await self.emit("failed", job, outcome.error)
             if outcome.kind == "dead_lettered":
                 await self.emit("deadLettered", job, outcome.dead_letter_id)
+            elif outcome.kind == "discarded":
+                await self.emit("discarded", job, outcome.error)
 
 
 def _end_span(span: Any, outcome: Outcome | None, error: BaseException | None) -> None:

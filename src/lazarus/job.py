@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from . import _codec
+from ._entry import OnExhaustion, check_on_exhaustion
 from ._job_actions import JobActions
 from ._progress import JobHandle
 
@@ -134,7 +135,9 @@ class KeepPolicy:
 
 @dataclasses.dataclass(frozen=True)
 class JobOptions:
-    """The options a job was added with."""
+    """The options a job was added with. ``on_exhaustion`` says what a terminal failure does:
+    ``dead_letter`` (the default when the worker has a dead letter queue), ``fail`` (the
+    queue's ``failed`` set) or ``discard`` (removed, with a ``discarded`` event)."""
 
     attempts: int = 1
     backoff: Backoff | None = None
@@ -143,9 +146,11 @@ class JobOptions:
     remove_on_complete: Retention = False
     remove_on_fail: Retention = False
     timeout: int | None = None
+    on_exhaustion: OnExhaustion | None = None
 
     def __post_init__(self) -> None:
         _int(self.attempts, "attempts", minimum=1)
+        check_on_exhaustion(self.on_exhaustion)
         if self.timeout is not None:
             _int(self.timeout, "timeout", minimum=1)
         _int(self.delay, "delay", minimum=0)
@@ -175,6 +180,8 @@ class JobOptions:
             out["removeOnFail"] = _retention_json(self.remove_on_fail)
         if self.timeout is not None:
             out["timeout"] = self.timeout
+        if self.on_exhaustion is not None:
+            out["onExhaustion"] = self.on_exhaustion
         return out
 
     @classmethod
@@ -187,6 +194,7 @@ class JobOptions:
             remove_on_complete=raw.get("removeOnComplete", False),
             remove_on_fail=raw.get("removeOnFail", False),
             timeout=raw.get("timeout"),
+            on_exhaustion=raw.get("onExhaustion"),
         )
 
 
@@ -231,6 +239,39 @@ class AttemptRecord:
 
 
 @dataclasses.dataclass(frozen=True)
+class StatusChange:
+    """One entry of a dead letter's timeline: at ``at`` (ms), ``actor`` (``redriver``,
+    ``policy`` or ``operator:<name>``) moved it from status ``from_`` to ``to``, with an
+    optional ``note``. ``details`` holds what the change carried besides (for a replay: the
+    new job's id and queue; for a changed payload: the payload it replaced), as stored."""
+
+    at: int
+    from_: str
+    to: str
+    actor: str
+    note: str | None = None
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> StatusChange:
+        known = ("at", "from", "to", "actor", "note")
+        return cls(
+            at=int(raw.get("at") or 0),
+            from_=str(raw.get("from") or ""),
+            to=str(raw.get("to") or ""),
+            actor=str(raw.get("actor") or ""),
+            note=raw.get("note"),
+            details={k: v for k, v in raw.items() if k not in known},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at, "from": self.from_, "to": self.to, "actor": self.actor,
+            "note": self.note, **self.details,
+        }  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
 class DeadLetterMetadata:
     """Why and how a job died: ``job.dead_letter``, also shown as ``job.data["_dlqMeta"]``."""
 
@@ -247,6 +288,13 @@ class DeadLetterMetadata:
     attempts: list[AttemptRecord]
     replay_count: int
     status: str = "pending"
+    status_at: int | None = None
+    timeline: list[StatusChange] = dataclasses.field(default_factory=list)
+    last_replayed_at: int | None = None
+    replayed_by: str | None = None
+    replay_rule: str | None = None
+    replay_job_id: str | None = None
+    replay_queue: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The camelCase form of ``_dlqMeta``."""
@@ -264,6 +312,13 @@ class DeadLetterMetadata:
             "attempts": [a.to_json() for a in self.attempts],
             "replayCount": self.replay_count,
             "status": self.status,
+            "statusAt": self.status_at,
+            "timeline": [change.to_json() for change in self.timeline],
+            "lastReplayedAt": self.last_replayed_at,
+            "replayedBy": self.replayed_by,
+            "replayRule": self.replay_rule,
+            "replayJobId": self.replay_job_id,
+            "replayQueue": self.replay_queue,
         }
 
     @classmethod
@@ -286,6 +341,13 @@ class DeadLetterMetadata:
             ],
             replay_count=int(f.get("dlq:replayCount") or 0),
             status=f.get("dlq:status") or "pending",
+            status_at=_opt_int(f.get("dlq:statusAt")),
+            timeline=[StatusChange.from_json(c) for c in _json_or(f.get("dlq:timeline"), [])],
+            last_replayed_at=_opt_int(f.get("dlq:lastReplayedAt")),
+            replayed_by=f.get("dlq:replayedBy") or None,
+            replay_rule=f.get("dlq:replayRule") or None,
+            replay_job_id=f.get("dlq:replayJob") or None,
+            replay_queue=f.get("dlq:replayQueue") or None,
         )
 
 
@@ -299,6 +361,10 @@ class Job(JobActions):
     For a dead letter, ``data`` is the original payload with ``_dlqMeta`` added (a payload that
     is not an object appears as ``{"_dlqValue": payload, "_dlqMeta": ...}``), ``original_data``
     is the payload exactly as it was sent, and ``dead_letter`` is the typed metadata.
+
+    A replayed job has ``replay_of`` (the id of the dead letter it came from) and
+    ``replay_dead_letter_queue`` (the queue holding that dead letter), which its completion
+    resolves and its terminal failure returns to.
     """
 
     id: str
@@ -322,6 +388,8 @@ class Job(JobActions):
     deduplication_id: str | None = None
     progress: Any = None
     repeat_key: str | None = None
+    replay_of: str | None = None
+    replay_dead_letter_queue: str | None = None
     raw_data: str = dataclasses.field(default="null", repr=False)
     opts_json: str = dataclasses.field(default="{}", repr=False)
     _handle: JobHandle | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -371,6 +439,8 @@ class Job(JobActions):
             deduplication_id=f.get("deid"),
             progress=_json_or(f.get("progress"), None),
             repeat_key=f.get("rpk"),
+            replay_of=f.get("replayOf") or None,
+            replay_dead_letter_queue=f.get("replayDlq") or None,
             raw_data=raw_data,
             opts_json=opts_json,
         )

@@ -26,7 +26,8 @@ from ._limiter import RateLimitMixin
 from ._progress import JobLogsMixin
 from ._repeat import RepeatMixin
 from .dead_letter import DeadLetterMixin
-from .dead_letter.store import LIVE_STATUSES
+from .dead_letter.filters import LIVE_STATUSES
+from .dead_letter.lifecycle import settle_replay
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
 from .retry import RetryMixin
@@ -38,7 +39,7 @@ BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
-    "remove_on_complete", "remove_on_fail", "timeout", "deduplication",
+    "remove_on_complete", "remove_on_fail", "timeout", "deduplication", "on_exhaustion",
 }  # fmt: skip
 
 
@@ -140,6 +141,7 @@ class Queue(
         timeout: int | None = None,
         deduplication: Mapping[str, Any] | None = None,
         repeat: Mapping[str, Any] | None = None,
+        on_exhaustion: str | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -149,17 +151,19 @@ class Queue(
         in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take ``True``, a count to
         keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
         longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
-        ``job_timeout``, if any). Adding a ``job_id`` that exists returns the existing job and
-        writes nothing. ``deduplication={"id": key}`` adds nothing while another job holding
-        ``key`` has not completed or failed, and returns that job; ``{"id": key, "ttl": ms}``
-        holds ``key`` for ``ttl`` ms from the add instead. ``repeat={"every": ms}`` or
-        ``{"pattern": cron, "tz": zone}`` adds a schedule instead and returns its first
-        occurrence (see docs/repeatable-jobs.md).
+        ``job_timeout``, if any); ``on_exhaustion`` (``dead_letter``, ``fail`` or
+        ``discard``) says what a terminal failure does. Adding a ``job_id`` that exists
+        returns the existing job and writes nothing. ``deduplication={"id": key}`` adds nothing
+        while another job holding ``key`` has not completed or failed, and returns that job;
+        ``{"id": key, "ttl": ms}`` holds ``key`` for ``ttl`` ms from the add instead.
+        ``repeat={"every": ms}`` or ``{"pattern": cron, "tz": zone}`` adds a schedule instead
+        and returns its first occurrence (see docs/repeatable-jobs.md).
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "priority": priority, "remove_on_complete": remove_on_complete,
             "remove_on_fail": remove_on_fail, "timeout": timeout, "deduplication": deduplication,
+            "on_exhaustion": on_exhaustion,
         }  # fmt: skip
         if repeat is not None:
             return await self._add_repeatable(name, data, options, repeat)
@@ -411,16 +415,21 @@ class Queue(
 
     @reports_unavailable
     async def remove(self, job_id: str) -> None:
-        """Remove a job that is not active; raises ``JobNotFoundError`` or ``JobStateError``."""
+        """Remove a job that is not active; raises ``JobNotFoundError`` or ``JobStateError``.
+
+        A removed replayed job's dead letter goes back to ``pending`` at once."""
         k = self.keys
         script = _scripts.load("remove_job")
+        replay = await self._client.hmget(k.job(validate_job_id(job_id)), "replayOf", "replayDlq")
         code = await script(
             self._client,
-            [*k.group, k.completed, k.failed, k.job(validate_job_id(job_id))],
+            [*k.group, k.completed, k.failed, k.job(job_id)],
             [job_id, self.max_events],
         )
         if code != 1:
             raise error_for_code(int(code), f"remove job {job_id!r} from {self.name!r}")
+        if replay[0] is not None:
+            await settle_replay(self._client, k, job_id, replay[0], replay[1], self.max_events)
 
     @reports_unavailable
     async def clean(

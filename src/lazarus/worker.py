@@ -24,7 +24,7 @@ import os
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -34,6 +34,7 @@ from redis.exceptions import NoScriptError
 from . import _scripts
 from ._backoff import BackoffStrategy
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
+from ._entry import NonRetryable, check_non_retryable
 from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
@@ -45,6 +46,7 @@ from ._processes import check_processes, executor_for, shut_down
 from ._slot import SlotRunner
 from ._supervision import Incident, pause, register
 from .dead_letter import DeadLetterQueueOptions
+from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
 from .schema import PayloadSchema, Schema, with_payload
@@ -53,10 +55,20 @@ from .workers import Presence
 log = logging.getLogger("lazarus.worker")
 
 WorkerEvent = Literal[
-    "active", "completed", "failed", "deadLettered", "retrying", "rateLimited", "error", "lost"
+    "active",
+    "completed",
+    "failed",
+    "deadLettered",
+    "discarded",
+    "retrying",
+    "rateLimited",
+    "error",
+    "lost",
 ]
-_EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "rateLimited", "error",
-           "lost")  # fmt: skip
+_EVENTS = (
+    "active", "completed", "failed", "deadLettered", "discarded", "retrying", "rateLimited",
+    "error", "lost",
+)  # fmt: skip
 CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
 BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
 
@@ -89,6 +101,15 @@ class Worker:
     With ``autorun`` (the default) a worker created inside a running event loop starts at
     once; otherwise call :meth:`run`. A worker started before Redis answers keeps trying.
 
+    While it has a dead letter queue, a worker also prunes that queue by its retention policy
+    every ``prune_interval`` seconds (``None``: never) when no other process (a redriver, or
+    another worker) leads pruning.
+
+    ``non_retryable`` lists exception classes and name patterns (``"*Timeout*"``,
+    ``"billing.errors.*"``) whose failures skip the remaining attempts: the job is
+    dead-lettered at once with reason ``unrecoverable``. A job's ``on_exhaustion`` option
+    (``fail`` or ``discard``) overrides the dead letter queue for that job.
+
     ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
     unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
     cap the message and the stack trace recorded for each failed attempt.
@@ -119,6 +140,7 @@ class Worker:
         max_stalled_count: int = 1,
         autorun: bool = True,
         dead_letter_queue: str | DeadLetterQueueOptions | None = None,
+        prune_interval: float | None = 300.0,
         block_timeout: float = 5.0,
         max_events: int = DEFAULT_MAX_EVENTS,
         shutdown_timeout: float = 30.0,
@@ -131,6 +153,7 @@ class Worker:
         limiter: Mapping[str, int] | None = None,
         processes: int | None = None,
         weights: Mapping[str, int] | None = None,
+        non_retryable: Iterable[NonRetryable] | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -152,6 +175,13 @@ class Worker:
             raise ValueError(f"max_stalled_count must be an int >= 0, got {max_stalled_count!r}")
         self.max_stalled_count = max_stalled_count
         self.dead_letter_queue = self._dlq_options(dead_letter_queue)
+        if prune_interval is not None and (
+            isinstance(prune_interval, bool) or not isinstance(prune_interval, (int, float))
+            or not prune_interval > 0
+        ):  # fmt: skip
+            raise ValueError(f"prune_interval must be a number > 0 or None, got {prune_interval!r}")
+        self.prune_interval = prune_interval
+        self.non_retryable = check_non_retryable(non_retryable)
         self.block_timeout = block_timeout
         self.shutdown_timeout = shutdown_timeout
         self.job_timeout = None if job_timeout is None else _positive(job_timeout, "job_timeout")
@@ -211,6 +241,7 @@ class Worker:
             max_error_bytes=error_cap,
             max_stack_bytes=stack_cap,
             backoff_strategy=self.backoff_strategy,
+            non_retryable=self.non_retryable,
         )  # fmt: skip
 
     def _dlq_options(
@@ -224,6 +255,14 @@ class Worker:
         if options.queue_name == self.queue_name:
             raise ValueError("dead_letter_queue must not be the worker's own queue")
         return options
+
+    def _pruner(self) -> Pruner | None:
+        """Prunes the dead letter queue while no other process (a redriver) leads pruning."""
+        if self.dead_letter_queue is None or self.prune_interval is None:
+            return None
+        keys = QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name)
+        return Pruner(self._client, keys, self._ctx.max_events, holder=self.name,
+                      interval=self.prune_interval, on_error=self._report_error)  # fmt: skip
 
     def _check_slots(self) -> None:
         if self.dead_letter_queue is None or not isinstance(self._client, RedisCluster):
@@ -294,6 +333,10 @@ class Worker:
         presence = Presence(self._client, self.keys, self.name, self.concurrency,
                             lambda: len(self._tasks))  # fmt: skip
         presence_task = asyncio.create_task(presence.run())
+        pruner = self._pruner()
+        beside = {*lease_tasks, presence_task}
+        if pruner is not None:
+            beside.add(asyncio.create_task(pruner.run()))
         try:
             await (self._main_loop() if len(self._lanes) == 1 else lanes_main_loop(self))
             # Leases are renewed until the jobs in flight are done (close() bounds the wait).
@@ -303,9 +346,9 @@ class Worker:
             for keeper in lease_keepers:
                 keeper.stop()
             presence.stop()
-            _, pending = await asyncio.wait(
-                {*lease_tasks, presence_task}, timeout=self.shutdown_timeout
-            )
+            if pruner is not None:
+                pruner.stop()
+            _, pending = await asyncio.wait(beside, timeout=self.shutdown_timeout)
             for task in pending:
                 task.cancel()
             await presence.leave()

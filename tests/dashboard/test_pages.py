@@ -144,7 +144,7 @@ async def test_job_page_shows_payload_metadata_attempts_and_stack_trace(
     assert '"order": 17' in page  # pretty JSON of the payload
     assert '"sourceQueue": "jobs"' in page  # _dlqMeta
     assert "<code>TimeoutError</code> gateway timed out" in page  # the attempt's error
-    assert "<dt>Status</dt><dd>pending</dd>" in page
+    assert '<dt>Status</dt><dd><span class="badge status-pending">pending</span>' in page
     assert "Traceback (most recent call last)" in page
     assert ", in fail" in page  # the trace reaches the processor
     assert f'action="/dashboard/queues/jobs-dlq/dead-letters/{dead_id}/replay"' in page

@@ -25,7 +25,10 @@ from . import _columns as columns
 from ._columns import Column
 
 FAILED_REASON_WIDTH = 60
-_TIME_KEYS = ("deadLetteredAt", "originalTimestamp", "startedAt", "finishedAt")
+_TIME_KEYS = (
+    "deadLetteredAt", "originalTimestamp", "startedAt", "finishedAt", "statusAt", "at",
+    "lastReplayedAt",
+)  # fmt: skip
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -203,6 +206,19 @@ ATTEMPT_COLUMNS = (
 )  # fmt: skip
 
 
+def _timeline_table(meta: DeadLetterMetadata) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    for title in ("at", "from", "to", "actor", "note", "details"):
+        table.add_column(title, no_wrap=title == "at")
+    for change in meta.timeline:
+        details = ", ".join(f"{k}={v}" for k, v in change.details.items())
+        table.add_row(
+            iso(change.at), change.from_, change.to, Text(change.actor), Text(change.note or ""),
+            Text(truncate(details, 60)),
+        )  # fmt: skip
+    return table
+
+
 def _attempts_table(attempts: list[AttemptRecord], out: Console, wide: bool) -> Table:
     rows: list[dict[str, RenderableType]] = [
         {"#": str(a.attempt), "outcome": a.outcome, "worker": Text(a.worker),
@@ -235,6 +251,8 @@ def print_dead_letter(out: Console, job: Job, *, now: int, wide: bool = False) -
     out.print(JSON.from_data(meta.original_opts))
     out.rule("payload")
     out.print(JSON.from_data(job.original_data))
+    out.rule(f"timeline ({len(meta.timeline)})")
+    out.print(_timeline_table(meta) if meta.timeline else "no status change yet")
     out.rule(f"attempts ({len(meta.attempts)})")
     out.print(_attempts_table(meta.attempts, out, wide) if meta.attempts else "no attempt records")
     for number, trace in enumerate(meta.stacktrace, start=1):

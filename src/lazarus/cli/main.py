@@ -233,7 +233,7 @@ def startup_failure(message: str) -> str:
 
 def _register_commands() -> None:
     """Commands that live in their own modules (imported here to keep main.py small)."""
-    from . import dlq, migrate, queues, record, schedules, serve, webhooks
+    from . import dlq, migrate, queues, record, redrive, retention, schedules, serve, webhooks
 
     main.add_command(queues.queues)
     main.add_command(schedules.schedules)
@@ -242,6 +242,10 @@ def _register_commands() -> None:
     main.add_command(migrate.migrate)
     main.add_command(record.record)
     main.add_command(webhooks.webhooks)
+    main.add_command(redrive.redrive)
+    main.add_command(redrive.health)
+    main.add_command(redrive.alerts)
+    main.add_command(retention.retention)
 
 
 _register_commands()

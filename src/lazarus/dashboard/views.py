@@ -18,7 +18,16 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..dead_letter import DeadLetterFilter
-from . import actions, bulk, public, queue_actions, queue_pages, webhooks
+from . import (
+    actions,
+    bulk,
+    health,
+    public,
+    queue_actions,
+    queue_pages,
+    status_actions,
+    webhooks,
+)
 from .filters import LIMITS, MAX_FIELD, REASONS, STATUSES, FilterForm, Where
 from .paging import Paged, Search, fetch
 from .render import rate_chart, render, segment
@@ -155,6 +164,8 @@ router.include_router(public.router)
 router.include_router(pages)
 router.include_router(webhooks.router)
 router.include_router(actions.router)
+router.include_router(status_actions.router)
 router.include_router(bulk.router)
+router.include_router(health.router)
 router.include_router(queue_actions.router)
 router.include_router(queue_pages.router)  # last: its /queues/{name:path} matches the most

@@ -11,7 +11,7 @@
 --                         reads never grows; with it, entries stay until every consumer group
 --                         has acknowledged them (the drainers trim, never the scripts)
 -- Every change of a dead letter must call outbox_append: store_add (dead-lettered),
--- store_remove (the cause: replayed, purged, removed, cleaned, claimed) and every status
+-- store_remove (the cause: purged, pruned, removed, cleaned, claimed) and every status
 -- change, as outbox_append(dl, <status entered>, id, now, <status entered>) after the hash
 -- holds the new status (and its timeline): the event of a status change is the status.
 --
