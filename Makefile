@@ -1,4 +1,4 @@
-# One command each: `make demo` runs the end-to-end demo, `make test` runs the test suite,
+# One command each: `make demo` runs the end-to-end demo (the message-forward service), `make test` runs the test suite,
 # `make chaos` the fault-injection scenarios.
 # Each creates .venv, installs what it needs and starts its own private Redis.
 PYTHON ?= python3
@@ -15,7 +15,7 @@ FLOOR_TESTS := tests/test_queue.py tests/test_worker.py tests/scripts tests/test
 	tests/test_events.py tests/cli tests/test_embedded.py tests/test_input_fuzz.py \
 	tests/test_obliterate.py
 
-.PHONY: demo test test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq format clean
+.PHONY: postgres demo demo-payments test test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,15 +23,28 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+# The message-forward service (examples/message_forward) end to end on an embedded Redis;
+# `demo-payments` is the dead letter walkthrough (examples/demo.py).
 demo: $(VENV)/.installed
+	$(PY) -m examples.message_forward.demo
+
+demo-payments: $(VENV)/.installed
 	$(PY) examples/demo.py
 
-test: $(VENV)/.installed
+# The record's tests start a private PostgreSQL server from Debian's package: installed here
+# when missing (as root), so that `make test` needs nothing set up beforehand.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	  { echo "the record's tests need PostgreSQL: apt-get install postgresql" >&2; exit 1; }
+
+test: $(VENV)/.installed postgres
 	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest
 
 # The fault-injection scenarios (docs/reliability.md): real worker processes and a real
 # redis-server, killed, stopped and starved on purpose. About five minutes.
-chaos: $(VENV)/.installed
+chaos: $(VENV)/.installed postgres
 	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest tests/chaos -m chaos
 
 # `make test` runs on the newest redis-py pyproject.toml allows; this runs the core of the

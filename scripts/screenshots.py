@@ -149,6 +149,9 @@ async def shoot(page: Page, base: str) -> None:
     await page.goto(f"{base}/dashboard")
     await page.screenshot(path=OUT / "dashboard-overview.png", full_page=True)
 
+    await page.goto(f"{base}/dashboard/queues/payments?state=completed")
+    await page.screenshot(path=OUT / "dashboard-queue.png", full_page=True)
+
     await page.goto(
         f"{base}/dashboard/queues/payments-dlq/dead-letters?source_queue=payments&limit=10"
     )

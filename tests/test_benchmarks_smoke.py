@@ -113,3 +113,23 @@ def test_dlq_scale_measures_every_row_and_phase_at_a_tiny_size(tmp_path: Path) -
     assert all(pause["pings"] > 0 for pause in phases.values())
     table = out.read_text()
     assert all(row["label"] in table for row in rows.values())
+
+
+@pytest.mark.timeout(90)
+def test_message_forward_benchmark_reports_every_row(tmp_path: Path) -> None:
+    # Given a tiny run of the service's throughput benchmark
+    command = [
+        sys.executable, str(ROOT / "benchmarks" / "message_forward.py"),
+        "--n", "100", "--rate", "100", "--seconds", "0.5", "--out", str(tmp_path),
+    ]  # fmt: skip
+    # When it runs
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=80)
+    # Then it writes its table with a positive figure in each of its three rows
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "message_forward.md").read_text(encoding="utf-8")
+    rows = [
+        line for line in table.splitlines() if line.startswith(("| steady", "| drain", "| http"))
+    ]
+    assert len(rows) == 3
+    for row in rows:
+        assert float(row.split("|")[3].replace(",", "")) > 0

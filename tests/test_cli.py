@@ -34,3 +34,31 @@ def test_worker_command_reports_settings_redis_refuses_in_one_line(redis_url: st
     assert "refused the connection settings" in result.output
     assert "DB index is out of range" in result.output
     assert "Traceback" not in result.output
+
+
+def test_worker_command_refuses_processes_for_an_async_processor(redis_url: str) -> None:
+    result = CliRunner().invoke(main, ["worker", "tests.procs:fail_as_told", "--queue", "q",
+                                       "--processes", "2", "--redis-url", redis_url])  # fmt: skip
+    assert result.exit_code == 2
+    assert "processes needs a plain-function processor" in result.output
+
+
+def test_worker_command_refuses_zero_processes() -> None:
+    result = CliRunner().invoke(main, ["worker", "tests.procs:echo", "--queue", "q",
+                                       "--processes", "0"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "--processes" in result.output
+
+
+def test_worker_command_refuses_a_dead_letter_queue_among_its_queues() -> None:
+    result = CliRunner().invoke(main, ["worker", "tests.procs:echo", "--queue", "a",
+                                       "--queue", "b", "--dead-letter-queue", "b"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "must not be the worker's own queue" in result.output
+
+
+def test_worker_command_checks_every_queue_name() -> None:
+    result = CliRunner().invoke(main, ["worker", "tests.procs:echo", "--queue", "a",
+                                       "--queue", "b c"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "queue" in result.output and "whitespace" in result.output

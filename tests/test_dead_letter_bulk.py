@@ -519,15 +519,13 @@ class ContestedQueue(Queue):
             await self.rival.purge_dead_letter(matches[-1][0])
             self.stolen += 1
 
-    async def _replay_batch(
-        self, matches: list[tuple[str, str]], registered: set[str] | None = None
-    ) -> int:
+    async def _replay_batch(self, matches: list[tuple[str, str]], *args: Any) -> int:
         await self._steal(matches)
-        return await super()._replay_batch(matches, registered)
+        return await super()._replay_batch(matches, *args)
 
-    async def _purge_batch(self, matches: list[tuple[str, str]]) -> int:
+    async def _purge_batch(self, matches: list[tuple[str, str]], *args: Any) -> int:
         await self._steal(matches)
-        return await super()._purge_batch(matches)
+        return await super()._purge_batch(matches, *args)
 
 
 @pytest.mark.parametrize("operation", ["replay_all_dead_letters", "purge_dead_letters"])

@@ -21,6 +21,7 @@ from lazarus import (
     DeadLetterQueueOptions,
     Job,
     JobNotFoundError,
+    JobStateError,
     NotADeadLetterError,
     Queue,
     QueueEvents,
@@ -451,9 +452,13 @@ async def test_replay_puts_a_fresh_job_with_the_original_payload_and_options_in_
     assert replayed.opts.attempts == 3
     assert replayed.opts.backoff == Backoff("fixed", 10)
     assert replayed.replay_count == 1
-    # And the dead letter is gone
+    # And the dead letter left the live ones: it waits, processing, for the new job
     assert await dlq.get_dead_letter_count() == 0
-    assert await dlq.peek_dead_letter(dead_letter.id) is None
+    kept = await dlq.peek_dead_letter(dead_letter.id)
+    assert kept is not None and kept.dead_letter is not None
+    assert (kept.dead_letter.status, kept.dead_letter.replay_job_id) == ("processing", new_id)
+    assert replayed.replay_of == dead_letter.id
+    assert replayed.replay_dead_letter_queue == dlq.name
 
 
 async def test_replay_of_missing_dead_letter_raises_job_not_found(dlq: Queue) -> None:
@@ -581,12 +586,13 @@ async def test_concurrent_replays_of_one_dead_letter_create_exactly_one_job(
     finally:
         await asyncio.gather(*(c.close() for c in clients))
 
-    # Then exactly one succeeds, the others find it gone, and one job exists in the source
+    # Then exactly one succeeds, the others find it replayed already (processing), and one
+    # job exists in the source
     new_ids = [r for r in results if isinstance(r, str)]
     errors = [r for r in results if not isinstance(r, str)]
     assert len(new_ids) == 1
     assert len(errors) == 9
-    assert all(isinstance(e, JobNotFoundError) for e in errors), errors
+    assert all(isinstance(e, JobStateError) for e in errors), errors
     assert await queue.get_waiting_count() == 1
     assert [j.id for j in await queue.get_waiting()] == new_ids
     assert await dlq.get_dead_letter_count() == 0
@@ -662,12 +668,19 @@ async def test_replayed_job_that_dies_again_comes_back_with_replay_count_one(
     # When the replayed job fails for good again
     await dead_letter_all(make_worker, dlq, 1)
 
-    # Then the new dead letter says it was replayed once
+    # Then the same dead letter is back, pending, saying it was replayed once, with the
+    # attempts of the first life and of the replay
     second = await only_dead_letter(dlq)
-    assert second.id != first.id
+    assert second.id == first.id
     assert second.data["_dlqMeta"]["replayCount"] == 1
     assert second.dead_letter is not None
     assert second.dead_letter.replay_count == 1
+    assert second.dead_letter.status == "pending"
+    assert len(second.dead_letter.attempts) == 2 and len(second.dead_letter.stacktrace) == 2
+    assert second.dead_letter.attempts_made == 2
+    assert [(c.from_, c.to) for c in second.dead_letter.timeline] == [
+        ("pending", "processing"), ("processing", "pending"),
+    ]  # fmt: skip
     assert first.dead_letter is not None
     assert first.dead_letter.replay_count == 0
 

@@ -6,6 +6,9 @@ operators inspect, search, replay and purge them.
 
 from __future__ import annotations
 
+from ._limiter import RateLimit
+from ._progress import JobLogs
+from ._repeat import RepeatableJob
 from .dead_letter import (
     DeadLetterCounters,
     DeadLetterFilter,
@@ -14,32 +17,48 @@ from .dead_letter import (
     DeadLetterStats,
     DeadLetterStatus,
     DeadLetterView,
+    RetentionPolicy,
+    StatusRetention,
 )
+from .dead_letter.health import DeadLetterHealth
 from .errors import (
     DeadLetterError,
     JobExistsError,
+    JobFailedError,
     JobNotFoundError,
     JobStateError,
     JobTimeoutError,
     LazarusError,
     LockLostError,
     NotADeadLetterError,
+    RateLimitError,
     RedisUnavailableError,
     UnrecoverableError,
 )
 from .events import QueueEvents
-from .job import AttemptRecord, Backoff, DeadLetterMetadata, Job, JobOptions, JobState
+from .job import (
+    AttemptRecord,
+    Backoff,
+    DeadLetterMetadata,
+    Job,
+    JobOptions,
+    JobState,
+    StatusChange,
+)
 from .queue import Queue, list_queues
+from .redrive import AlertRule, Redriver, RedriveRule
 from .worker import Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlertRule",
     "AttemptRecord",
     "Backoff",
     "DeadLetterCounters",
     "DeadLetterError",
     "DeadLetterFilter",
+    "DeadLetterHealth",
     "DeadLetterMetadata",
     "DeadLetterPage",
     "DeadLetterQueueOptions",
@@ -48,6 +67,8 @@ __all__ = [
     "DeadLetterView",
     "Job",
     "JobExistsError",
+    "JobFailedError",
+    "JobLogs",
     "JobNotFoundError",
     "JobOptions",
     "JobState",
@@ -58,7 +79,15 @@ __all__ = [
     "NotADeadLetterError",
     "Queue",
     "QueueEvents",
+    "RateLimit",
+    "RateLimitError",
     "RedisUnavailableError",
+    "RedriveRule",
+    "Redriver",
+    "RepeatableJob",
+    "RetentionPolicy",
+    "StatusChange",
+    "StatusRetention",
     "UnrecoverableError",
     "Worker",
     "__version__",

@@ -21,10 +21,18 @@ from typing import Any
 from redis.asyncio import Redis
 
 from . import _codec, _scripts
+from ._backoff import BackoffStrategy, retry_delay
 from ._connection import now_ms
+from ._entry import NonRetryable, is_non_retryable
 from ._failure import failure_reason, format_stack
-from ._keys import QueueKeys
-from .errors import DeadLetterError, JobTimeoutError, UnrecoverableError, error_for_code
+from ._keys import QueueKeys, validate_job_id
+from .errors import (
+    DeadLetterError,
+    JobTimeoutError,
+    RateLimitError,
+    UnrecoverableError,
+    error_for_code,
+)
 from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
 
 if sys.version_info >= (3, 11):
@@ -56,7 +64,8 @@ class ClaimedJob:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What happened to a job: ``completed``, ``retrying``, ``failed`` or ``dead_lettered``."""
+    """What happened to a job: ``completed``, ``retrying``, ``failed``, ``discarded``,
+    ``dead_lettered`` or ``rate_limited`` (back in the queue, its attempt not spent)."""
 
     kind: str
     result: Any = None
@@ -77,6 +86,8 @@ class ExecutionContext:
     executor: Executor | None
     max_error_bytes: int
     max_stack_bytes: int
+    backoff_strategy: BackoffStrategy | None = None
+    non_retryable: tuple[NonRetryable, ...] = ()
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
@@ -155,10 +166,12 @@ async def _call(processor: Processor, job: Job, executor: Executor | None) -> An
     return result
 
 
-def _terminal_reason(exc: BaseException, job: Job) -> DeadLetterReason | None:
+def _terminal_reason(
+    exc: BaseException, job: Job, non_retryable: tuple[NonRetryable, ...]
+) -> DeadLetterReason | None:
     if isinstance(exc, DeadLetterError):
         return "discarded"
-    if isinstance(exc, UnrecoverableError):
+    if isinstance(exc, UnrecoverableError) or is_non_retryable(exc, non_retryable):
         return "unrecoverable"
     if job.attempts_made + 1 >= job.opts.attempts:
         return "attempts_exhausted"
@@ -187,11 +200,15 @@ async def finish(
             error = exc
         else:
             policy = job.opts.keep_completed.args()
+            record = _replay_record(ctx, job)
+            record_keys = [] if record is None else [record.dl, record.events,
+                                                     record.job(job.replay_of or "")]  # fmt: skip
             reply = await _scripts.load("complete_job")(
                 ctx.client,
-                [*ctx.keys.group, ctx.keys.job(job.id), ctx.keys.completed, memo],
-                [job.id, claimed.token, now, value, *policy, *tail],
-            )
+                [*ctx.keys.group, ctx.keys.job(job.id), ctx.keys.completed, memo, *record_keys],
+                [job.id, claimed.token, now, value, *policy, *tail,
+                 job.replay_of if record else ""],
+            )  # fmt: skip
             return _next(ctx, job, reply, Outcome("completed", result=result))
     return await _fail(ctx, claimed, error, now, tail, memo)
 
@@ -201,6 +218,12 @@ async def _fail(
     memo: str,
 ) -> tuple[Outcome, ClaimedJob | None]:  # fmt: skip
     job = claimed.job
+    if isinstance(error, RateLimitError) and claimed.undecodable is None:
+        reply = await _scripts.load("postpone_job")(
+            ctx.client, [*ctx.keys.group, ctx.keys.job(job.id), memo],
+            [job.id, claimed.token, now, error.retry_after_ms, *tail],
+        )  # fmt: skip
+        return _next(ctx, job, reply, Outcome("rate_limited", error=error))
     reason, error_type = failure_reason(error, ctx.max_error_bytes), type(error).__name__
     stack = json.dumps(
         format_stack(error, max_message_bytes=ctx.max_error_bytes, max_bytes=ctx.max_stack_bytes)
@@ -211,30 +234,53 @@ async def _fail(
         "error": reason, "errorType": error_type,
     })  # fmt: skip
     failure = [reason, error_type, stack, attempt]
-    terminal = "undecodable" if claimed.undecodable else _terminal_reason(error, job)
+    terminal = (
+        "undecodable" if claimed.undecodable
+        else _terminal_reason(error, job, ctx.non_retryable)
+    )  # fmt: skip
     job_keys = [*ctx.keys.group, ctx.keys.job(job.id)]
     if terminal is None:
-        delay = job.opts.backoff.wait_ms(job.attempts_made + 1) if job.opts.backoff else 0
+        delay = retry_delay(job, error, ctx.backoff_strategy)
         reply = await _scripts.load("retry_job")(
             ctx.client, [*job_keys, memo], [job.id, claimed.token, now, delay, *failure, *tail]
         )
         return _next(ctx, job, reply, Outcome("retrying", error=error))
-    if ctx.dlq_keys is None:
+    # A replayed job goes back to the dead letter queue its dead letter waits in.
+    record = _replay_record(ctx, job)
+    dlq = record or ctx.dlq_keys
+    exhaustion = job.opts.on_exhaustion
+    if dlq is None or exhaustion in ("fail", "discard"):
         policy = job.opts.keep_failed.args()
+        discard = exhaustion == "discard"
         reply = await _scripts.load("fail_job")(
             ctx.client, [*job_keys, ctx.keys.failed, memo],
-            [job.id, claimed.token, now, *failure, *policy, *tail],
+            [job.id, claimed.token, now, *failure, *policy, *tail, int(discard)],
         )  # fmt: skip
-        return _next(ctx, job, reply, Outcome("failed", error=error))
+        kind = "discarded" if discard else "failed"
+        return _next(ctx, job, reply, Outcome(kind, error=error))
     dl_id = claimed.dead_letter_id
-    dlq = ctx.dlq_keys
     reply = await _scripts.load("dead_letter_job")(
         ctx.client,
         [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo],
         [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
          *tail],
     )  # fmt: skip
-    return _next(ctx, job, reply, Outcome("dead_lettered", error=error, dead_letter_id=dl_id))
+    # A replay goes back into its own dead letter (unless that one stopped waiting for it:
+    # then the events stream names the new dead letter).
+    holder = job.replay_of if record is not None and job.replay_of else dl_id
+    return _next(ctx, job, reply, Outcome("dead_lettered", error=error, dead_letter_id=holder))
+
+
+def _replay_record(ctx: ExecutionContext, job: Job) -> QueueKeys | None:
+    """The keys of the dead letter queue that holds the dead letter ``job`` is a replay of, or
+    ``None`` (not a replay, or a reference that cannot name a key)."""
+    if not job.replay_of or not job.replay_dead_letter_queue:
+        return None
+    try:
+        validate_job_id(job.replay_of)
+        return QueueKeys(ctx.keys.prefix, job.replay_dead_letter_queue)
+    except (TypeError, ValueError):
+        return None
 
 
 def _next(

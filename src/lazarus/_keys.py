@@ -21,6 +21,21 @@ Cluster slot::
     <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
     <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
+    <prefix>:{<queue>}:dl:x         STREAM the outbox: every change of a dead letter, for the
+                                           record exporter and webhooks (docs/record.md)
+    <prefix>:{<queue>}:dl:x:on      STRING present while the outbox is enabled
+    <prefix>:{<queue>}:dl:wh:s:<e>  HASH   webhook endpoint e's retries: entry -> schedule
+    <prefix>:{<queue>}:dl:wh:log    STREAM the webhook delivery log, one entry per attempt
+    <prefix>:{<queue>}:repeat       ZSET   the keys of the queue's schedules, score = next due (ms)
+    <prefix>:{<queue>}:repeat:<key> HASH   one schedule: its job template, times and count
+    <prefix>:{<queue>}:limiter      STRING jobs started in the rate limit's window (PX = its end)
+    <prefix>:{<queue>}:logs:<id>    LIST   one job's log lines, oldest first
+    <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
+    <prefix>:{<queue>}:dl:retention STRING the retention policy (JSON)
+    <prefix>:{<queue>}:dl:claims    ZSET   dead letters a redriver holds, score = claim expiry
+                                           (ms); dl:claimers HASH: dead letter id -> holder
+    <prefix>:{<queue>}:dl:leader:<role>     STRING the holder of a periodic duty (settle,
+                                           prune, alerts), expiring
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
     <prefix>:queues                 SET    names of every queue with this prefix
@@ -148,6 +163,16 @@ class QueueKeys:
     def events(self) -> str:
         return self.base + "events"
 
+    @property
+    def workers(self) -> str:
+        """The live workers: a sorted set of worker names, scored by when each one's
+        registration expires (ms), beside a hash of their details (:mod:`lazarus.workers`)."""
+        return self.base + "workers"
+
+    @property
+    def workers_info(self) -> str:
+        return self.base + "workers:info"
+
     @functools.cached_property
     def group(self) -> tuple[str, ...]:
         """The ten keys a transition script receives for a queue, in ``queue_keys`` order."""
@@ -182,11 +207,73 @@ class QueueKeys:
         return self.base + "dl:o"
 
     @property
+    def dl_outbox(self) -> str:
+        """The outbox stream: one entry per change of a dead letter, while enabled."""
+        return self.base + "dl:x"
+
+    @property
+    def dl_outbox_enabled(self) -> str:
+        """Present while something drains the outbox; scripts append only then."""
+        return self.base + "dl:x:on"
+
+    def dl_webhook_schedule(self, endpoint: str) -> str:
+        """Webhook endpoint ``endpoint``'s retries: outbox entry id -> attempts and next try."""
+        return self.base + "dl:wh:s:" + endpoint
+
+    @property
+    def dl_webhook_log(self) -> str:
+        """The webhook delivery log: one entry per attempt, trimmed to about 10,000."""
+        return self.base + "dl:wh:log"
+
+    @property
+    def dl_retention(self) -> str:
+        """The dead letter queue's retention policy (JSON)."""
+        return self.base + "dl:retention"
+
+    @property
+    def dl_claims(self) -> str:
+        """Dead letters claimed by a redriver, score = when the claim expires (ms)."""
+        return self.base + "dl:claims"
+
+    @property
+    def dl_claimers(self) -> str:
+        """Who holds each claim of :attr:`dl_claims`."""
+        return self.base + "dl:claimers"
+
+    def dl_leader(self, role: str) -> str:
+        """The expiring lease of the one process doing a periodic duty (``settle``,
+        ``prune``, ``alerts``)."""
+        return self.base + "dl:leader:" + role
+
+    @property
     def job_prefix(self) -> str:
         return self.base + "job:"
 
     def job(self, job_id: str) -> str:
         return self.base + "job:" + job_id
+
+    @property
+    def repeat_index(self) -> str:
+        """The index of the queue's schedules (repeatable jobs)."""
+        return self.base + "repeat"
+
+    def repeat(self, key: str) -> str:
+        """One schedule's hash."""
+        return self.base + "repeat:" + key
+
+    @property
+    def limiter(self) -> str:
+        """The count of the rate limit's current window (built in Lua too, from ``meta``)."""
+        return self.base + "limiter"
+
+    def logs(self, job_id: str) -> str:
+        """A job's log lines (built in Lua too, from the job's key: ``includes/job_logs.lua``)."""
+        return self.base + "logs:" + job_id
+
+    def dedup(self, deduplication_id: str) -> str:
+        """The key naming the job that holds a deduplication id (built in Lua too, from
+        ``job_prefix``: ``includes/dedup.lua``)."""
+        return self.base + "de:" + deduplication_id
 
     def wake(self, worker_name: str) -> str:
         """The sorted set a worker's blocking claim also waits on, so close() can wake it."""

@@ -17,10 +17,12 @@ from . import _scripts
 from ._connection import now_ms
 from ._execution import ExecutionContext
 from ._supervision import Incident
+from .dead_letter.lifecycle import settle_sample
 
 log = logging.getLogger("lazarus.worker")
 
 SWEEP_BATCH = 100
+SETTLE_SAMPLE = 100  # processing dead letters a sweep looks at
 
 
 class LeaseKeeper:
@@ -71,6 +73,9 @@ class LeaseKeeper:
         if ctx.dlq_keys is not None:
             keys += [*ctx.dlq_keys.dead_letter_group, ctx.dlq_keys.job_prefix]
             dlq_name = ctx.dlq_keys.queue
+            # Replays of this dead letter queue that will never report back (removed,
+            # cleaned, stalled out elsewhere) are found by a bounded random sample each sweep.
+            await settle_sample(ctx.client, ctx.dlq_keys, ctx.max_events, SETTLE_SAMPLE)
         while True:
             requeued, failed, dead = await _scripts.load("sweep_stalled")(
                 ctx.client, keys,

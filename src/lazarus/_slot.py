@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import _scripts
+from . import _scripts, _tracing
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, run_processor
+from ._progress import JobHandle
+from ._repeat import produce_next
 from ._supervision import Incident
 from .errors import JobNotFoundError, JobTimeoutError, LockLostError
 from .job import Job
@@ -42,6 +45,14 @@ class SlotRunner:
     report_error: Callable[[BaseException, Incident], None]
     closing: Callable[[], bool]
     recording: Incident
+    # Whether an outcome also claims the slot's next job of the same queue. A worker with
+    # several queues turns it off where the next job must be chosen across its queues.
+    fetch_next: bool = True
+
+    @functools.cached_property
+    def handle(self) -> JobHandle:
+        """What the jobs this worker runs use to report progress and logs."""
+        return JobHandle(self.ctx.client, self.ctx.keys, self.ctx.max_events)
 
     async def work(self, claimed: ClaimedJob | None, slot: str) -> None:
         """Run jobs one after another in slot ``slot`` (which names its reply memo) while
@@ -51,7 +62,7 @@ class SlotRunner:
             claimed = await self._execute(claimed, slot)
 
     async def _execute(self, claimed: ClaimedJob, slot: str) -> ClaimedJob | None:
-        job = claimed.job
+        job, span = await self._begin(claimed)
         result: Any = None
         error: BaseException | None = claimed.undecodable  # then the processor cannot run
         if error is None:
@@ -62,6 +73,7 @@ class SlotRunner:
                 )
             except asyncio.CancelledError as exc:
                 if self._cancelled_by_shutdown():
+                    _end_span(span, None, exc)
                     await self._hand_back(claimed)
                     raise
                 error = exc  # the processor's own: a failure like any other
@@ -77,7 +89,10 @@ class SlotRunner:
         # SystemExit or KeyboardInterrupt in the event loop's own thread still ends the
         # process, once the attempt is recorded.
         exiting = isinstance(error, (SystemExit, KeyboardInterrupt)) and not self.ctx.executor
-        outcome, next_job = await self._record(claimed, result, error, slot, fetch_next=not exiting)
+        outcome, next_job = await self._record(
+            claimed, result, error, slot, fetch_next=self.fetch_next and not exiting
+        )
+        _end_span(span, outcome, error)
         try:
             if outcome is not None:
                 await self._announce(job, outcome)
@@ -88,6 +103,15 @@ class SlotRunner:
         if exiting:
             raise error  # type: ignore[misc]
         return next_job
+
+    async def _begin(self, claimed: ClaimedJob) -> tuple[Job, Any]:
+        """The job, bound to its queue, and its span (or None); a repeatable job's schedule
+        gets its next occurrence first."""
+        job = claimed.job.bind(self.handle)
+        if job.repeat_key is not None:
+            await produce_next(self.ctx.client, self.ctx.keys, self.ctx.max_events, job.id,
+                               job.repeat_key)  # fmt: skip
+        return job, (_tracing.start_process(job) if _tracing.active() else None)
 
     def _cancelled_by_shutdown(self) -> bool:
         """Whether the CancelledError at hand is the worker's shutdown (or the event loop's
@@ -154,7 +178,16 @@ class SlotRunner:
             await self.emit("completed", job, outcome.result)
         elif outcome.kind == "retrying":
             await self.emit("retrying", job, outcome.error)
+        elif outcome.kind == "rate_limited":
+            await self.emit("rateLimited", job, outcome.error)
         else:
             await self.emit("failed", job, outcome.error)
             if outcome.kind == "dead_lettered":
                 await self.emit("deadLettered", job, outcome.dead_letter_id)
+            elif outcome.kind == "discarded":
+                await self.emit("discarded", job, outcome.error)
+
+
+def _end_span(span: Any, outcome: Outcome | None, error: BaseException | None) -> None:
+    if span is not None:
+        _tracing.end_process(span, outcome, error)

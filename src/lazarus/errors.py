@@ -10,9 +10,11 @@ The tree::
     ├── LockLostError                  the worker no longer owns the job it tries to finish
     ├── JobStateError                  the job is not in the state the operation needs
     ├── JobExistsError                 a job with this id already exists
+    ├── JobFailedError                 the job waited for failed for good (or was dead-lettered)
     └── JobTimeoutError (TimeoutError) a job ran past its timeout (recorded as its error)
 
     UnrecoverableError (Exception)     raised by a processor: no more retries
+    RateLimitError (Exception)         raised by a processor: run again later, attempt not spent
     DeadLetterError (UnrecoverableError)  raised by a processor: dead-letter this job now
 
 Bad input raises the built-in ``ValueError`` or ``TypeError`` with the offending field named,
@@ -56,6 +58,29 @@ class JobExistsError(LazarusError):
     """A job with the requested id already exists."""
 
 
+class JobFailedError(LazarusError):
+    """The job :meth:`~lazarus.Job.wait_until_finished` waited for failed for good.
+
+    ``failed_reason`` is its last error's message; when it was dead-lettered,
+    ``dead_letter_queue`` and ``dead_letter_id`` say where it went (else ``None``).
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        failed_reason: str,
+        *,
+        dead_letter_queue: str | None = None,
+        dead_letter_id: str | None = None,
+    ) -> None:
+        where = f" (dead letter {dead_letter_id} in {dead_letter_queue})" if dead_letter_id else ""
+        super().__init__(f"job {job_id} failed: {failed_reason}{where}")
+        self.job_id = job_id
+        self.failed_reason = failed_reason
+        self.dead_letter_queue = dead_letter_queue
+        self.dead_letter_id = dead_letter_id
+
+
 class JobTimeoutError(LazarusError, TimeoutError):
     """A job ran longer than its ``timeout``: the worker records it as the attempt's error.
 
@@ -69,6 +94,27 @@ class UnrecoverableError(Exception):
 
     With a dead letter queue configured the job is dead-lettered with reason ``unrecoverable``.
     """
+
+
+class RateLimitError(Exception):
+    """Raise from a processor when a service it calls is rate-limiting it: the job goes back
+    to the queue, delayed by ``retry_after_ms``, without spending an attempt.
+
+    Example::
+
+        async def sync(job):
+            response = await client.post(...)
+            if response.status_code == 429:
+                raise RateLimitError(int(response.headers["Retry-After"]) * 1000)
+    """
+
+    def __init__(self, retry_after_ms: int = 0, message: str = "") -> None:
+        if isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, int):
+            raise TypeError(f"retry_after_ms must be an int, not {type(retry_after_ms).__name__}")
+        if retry_after_ms < 0:
+            raise ValueError(f"retry_after_ms must be >= 0, got {retry_after_ms}")
+        super().__init__(message or f"rate limited: retry after {retry_after_ms} ms")
+        self.retry_after_ms = retry_after_ms
 
 
 class DeadLetterError(UnrecoverableError):

@@ -1,9 +1,9 @@
 """QueueEvents: follow a queue's events stream.
 
 Every transition appends an event (``waiting``, ``active``, ``completed``, ``retrying``,
-``failed``, ``deadLettered``, ``stalled``, ``delayed``, ``removed``, ``paused``, ``resumed``,
-``cleaned``, ``replayed``, ``purged``) with its fields, ``jobId`` among them. Events are
-read from the moment :meth:`QueueEvents.wait_until_ready` returns.
+``failed``, ``deadLettered``, ``stalled``, ``delayed``, ``removed``, ``retried``, ``paused``,
+``resumed``, ``cleaned``, ``replayed``, ``purged``) with its fields, ``jobId`` among them.
+Events are read from the moment :meth:`QueueEvents.wait_until_ready` returns.
 
 Example::
 
@@ -62,6 +62,12 @@ class QueueEvents:
         self._listeners[event].append(callback)
         if self._task is None and not self._closed:
             self._task = asyncio.get_running_loop().create_task(self._dispatch())
+
+    def off(self, event: str, callback: EventCallback) -> None:
+        """Stop calling ``callback`` for ``event`` (a callback never registered is ignored)."""
+        listeners = self._listeners.get(event, [])
+        if callback in listeners:
+            listeners.remove(callback)
 
     async def wait_until_ready(self) -> None:
         """Fix the starting point: every event after this call is delivered."""

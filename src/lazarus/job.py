@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from . import _codec
+from ._entry import OnExhaustion, check_on_exhaustion
+from ._job_actions import JobActions
+from ._progress import JobHandle
 
 JobState = Literal[
     "waiting", "paused", "prioritized", "delayed", "active", "completed", "failed", "unknown"
@@ -36,31 +40,61 @@ def _int(value: object, field: str, *, minimum: int, maximum: int | None = None)
 @dataclasses.dataclass(frozen=True)
 class Backoff:
     """How long to wait before a retry: ``fixed`` waits ``delay`` ms each time,
-    ``exponential`` waits ``delay * 2 ** (attempt - 1)`` ms."""
+    ``exponential`` waits ``delay * 2 ** (attempt - 1)`` ms.
 
-    type: Literal["fixed", "exponential"] = "fixed"
+    ``jitter`` (0 to 1) randomises that wait: a wait ``w`` becomes a random one between
+    ``w * (1 - jitter)`` and ``w`` (1 is "full jitter", 0.5 "equal jitter"), so that jobs
+    failing together do not all retry at the same moment. Any other ``type`` names a custom
+    strategy: the worker's ``backoff_strategy`` computes the wait (see docs/workers.md).
+    """
+
+    type: str = "fixed"
     delay: int = 0
+    jitter: float = 0
 
     def __post_init__(self) -> None:
-        if self.type not in _BACKOFF_TYPES:
-            raise ValueError(f"backoff.type must be 'fixed' or 'exponential', got {self.type!r}")
+        if not isinstance(self.type, str) or not self.type:
+            raise ValueError(f"backoff.type must be a non-empty str, got {self.type!r}")
         _int(self.delay, "backoff.delay", minimum=0)
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, (int, float)):
+            raise TypeError(f"backoff.jitter must be a number, not {type(self.jitter).__name__}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"backoff.jitter must be between 0 and 1, got {self.jitter}")
 
-    def wait_ms(self, attempts_made: int) -> int:
-        """Milliseconds to wait after the ``attempts_made``-th failed attempt."""
-        if self.type == "fixed":
-            return self.delay
-        return int(self.delay * 2 ** max(attempts_made - 1, 0))
+    @property
+    def builtin(self) -> bool:
+        """Whether the type is ``fixed`` or ``exponential`` (not a custom strategy's name)."""
+        return self.type in _BACKOFF_TYPES
+
+    def wait_ms(self, attempts_made: int, rand: Callable[[], float] = random.random) -> int:
+        """Milliseconds to wait after the ``attempts_made``-th failed attempt (a custom type
+        waits ``delay``, jittered, when no strategy takes it)."""
+        wait = self.delay
+        if self.type == "exponential":
+            wait = self.delay * 2 ** max(attempts_made - 1, 0)
+        if self.jitter:
+            return int(wait * (1 - self.jitter) + rand() * wait * self.jitter)
+        return int(wait)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "delay": self.delay}
+        if self.jitter:
+            out["jitter"] = self.jitter
+        return out
 
     @classmethod
     def parse(cls, value: object) -> Backoff | None:
         if value is None or isinstance(value, Backoff):
             return value
         if isinstance(value, Mapping):
-            unknown = set(value) - {"type", "delay"}
+            unknown = set(value) - {"type", "delay", "jitter"}
             if unknown:
                 raise ValueError(f"backoff has unknown keys: {sorted(unknown)}")
-            return cls(type=value.get("type", "fixed"), delay=value.get("delay", 0))
+            return cls(
+                type=value.get("type", "fixed"),
+                delay=value.get("delay", 0),
+                jitter=value.get("jitter", 0),
+            )
         raise TypeError(f"backoff must be a dict or Backoff, not {type(value).__name__}")
 
 
@@ -101,7 +135,9 @@ class KeepPolicy:
 
 @dataclasses.dataclass(frozen=True)
 class JobOptions:
-    """The options a job was added with."""
+    """The options a job was added with. ``on_exhaustion`` says what a terminal failure does:
+    ``dead_letter`` (the default when the worker has a dead letter queue), ``fail`` (the
+    queue's ``failed`` set) or ``discard`` (removed, with a ``discarded`` event)."""
 
     attempts: int = 1
     backoff: Backoff | None = None
@@ -110,9 +146,11 @@ class JobOptions:
     remove_on_complete: Retention = False
     remove_on_fail: Retention = False
     timeout: int | None = None
+    on_exhaustion: OnExhaustion | None = None
 
     def __post_init__(self) -> None:
         _int(self.attempts, "attempts", minimum=1)
+        check_on_exhaustion(self.on_exhaustion)
         if self.timeout is not None:
             _int(self.timeout, "timeout", minimum=1)
         _int(self.delay, "delay", minimum=0)
@@ -133,7 +171,7 @@ class JobOptions:
         """The JSON form stored with the job (and shown as ``_dlqMeta.originalOpts``)."""
         out: dict[str, Any] = {"attempts": self.attempts, "delay": self.delay}
         if self.backoff is not None:
-            out["backoff"] = {"type": self.backoff.type, "delay": self.backoff.delay}
+            out["backoff"] = self.backoff.to_json()
         if self.priority:
             out["priority"] = self.priority
         if self.remove_on_complete is not False:
@@ -142,6 +180,8 @@ class JobOptions:
             out["removeOnFail"] = _retention_json(self.remove_on_fail)
         if self.timeout is not None:
             out["timeout"] = self.timeout
+        if self.on_exhaustion is not None:
+            out["onExhaustion"] = self.on_exhaustion
         return out
 
     @classmethod
@@ -154,6 +194,7 @@ class JobOptions:
             remove_on_complete=raw.get("removeOnComplete", False),
             remove_on_fail=raw.get("removeOnFail", False),
             timeout=raw.get("timeout"),
+            on_exhaustion=raw.get("onExhaustion"),
         )
 
 
@@ -198,6 +239,39 @@ class AttemptRecord:
 
 
 @dataclasses.dataclass(frozen=True)
+class StatusChange:
+    """One entry of a dead letter's timeline: at ``at`` (ms), ``actor`` (``redriver``,
+    ``policy`` or ``operator:<name>``) moved it from status ``from_`` to ``to``, with an
+    optional ``note``. ``details`` holds what the change carried besides (for a replay: the
+    new job's id and queue; for a changed payload: the payload it replaced), as stored."""
+
+    at: int
+    from_: str
+    to: str
+    actor: str
+    note: str | None = None
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> StatusChange:
+        known = ("at", "from", "to", "actor", "note")
+        return cls(
+            at=int(raw.get("at") or 0),
+            from_=str(raw.get("from") or ""),
+            to=str(raw.get("to") or ""),
+            actor=str(raw.get("actor") or ""),
+            note=raw.get("note"),
+            details={k: v for k, v in raw.items() if k not in known},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at, "from": self.from_, "to": self.to, "actor": self.actor,
+            "note": self.note, **self.details,
+        }  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
 class DeadLetterMetadata:
     """Why and how a job died: ``job.dead_letter``, also shown as ``job.data["_dlqMeta"]``."""
 
@@ -214,6 +288,13 @@ class DeadLetterMetadata:
     attempts: list[AttemptRecord]
     replay_count: int
     status: str = "pending"
+    status_at: int | None = None
+    timeline: list[StatusChange] = dataclasses.field(default_factory=list)
+    last_replayed_at: int | None = None
+    replayed_by: str | None = None
+    replay_rule: str | None = None
+    replay_job_id: str | None = None
+    replay_queue: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The camelCase form of ``_dlqMeta``."""
@@ -231,6 +312,13 @@ class DeadLetterMetadata:
             "attempts": [a.to_json() for a in self.attempts],
             "replayCount": self.replay_count,
             "status": self.status,
+            "statusAt": self.status_at,
+            "timeline": [change.to_json() for change in self.timeline],
+            "lastReplayedAt": self.last_replayed_at,
+            "replayedBy": self.replayed_by,
+            "replayRule": self.replay_rule,
+            "replayJobId": self.replay_job_id,
+            "replayQueue": self.replay_queue,
         }
 
     @classmethod
@@ -253,6 +341,13 @@ class DeadLetterMetadata:
             ],
             replay_count=int(f.get("dlq:replayCount") or 0),
             status=f.get("dlq:status") or "pending",
+            status_at=_opt_int(f.get("dlq:statusAt")),
+            timeline=[StatusChange.from_json(c) for c in _json_or(f.get("dlq:timeline"), [])],
+            last_replayed_at=_opt_int(f.get("dlq:lastReplayedAt")),
+            replayed_by=f.get("dlq:replayedBy") or None,
+            replay_rule=f.get("dlq:replayRule") or None,
+            replay_job_id=f.get("dlq:replayJob") or None,
+            replay_queue=f.get("dlq:replayQueue") or None,
         )
 
 
@@ -260,12 +355,16 @@ DLQ_VALUE_KEY = "_dlqValue"
 
 
 @dataclasses.dataclass(frozen=True)
-class Job:
+class Job(JobActions):
     """A snapshot of one job.
 
     For a dead letter, ``data`` is the original payload with ``_dlqMeta`` added (a payload that
     is not an object appears as ``{"_dlqValue": payload, "_dlqMeta": ...}``), ``original_data``
     is the payload exactly as it was sent, and ``dead_letter`` is the typed metadata.
+
+    A replayed job has ``replay_of`` (the id of the dead letter it came from) and
+    ``replay_dead_letter_queue`` (the queue holding that dead letter), which its completion
+    resolves and its terminal failure returns to.
     """
 
     id: str
@@ -286,8 +385,14 @@ class Job:
     replay_count: int = 0
     stalled_counter: int = 0
     dead_letter: DeadLetterMetadata | None = None
+    deduplication_id: str | None = None
+    progress: Any = None
+    repeat_key: str | None = None
+    replay_of: str | None = None
+    replay_dead_letter_queue: str | None = None
     raw_data: str = dataclasses.field(default="null", repr=False)
     opts_json: str = dataclasses.field(default="{}", repr=False)
+    _handle: JobHandle | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def data(self) -> Any:
@@ -331,6 +436,11 @@ class Job:
             replay_count=int(f.get("rc") or 0),
             stalled_counter=int(f.get("stalledCounter") or 0),
             dead_letter=dead_letter,
+            deduplication_id=f.get("deid"),
+            progress=_json_or(f.get("progress"), None),
+            repeat_key=f.get("rpk"),
+            replay_of=f.get("replayOf") or None,
+            replay_dead_letter_queue=f.get("replayDlq") or None,
             raw_data=raw_data,
             opts_json=opts_json,
         )

@@ -14,6 +14,7 @@ from ._connection import connect, reporting
 from ._keys import validate_name
 from .dead_letter import DeadLetterView
 from .queue import Queue, list_queues
+from .workers import list_workers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +27,7 @@ class QueueSummary:
     is_dead_letter_queue: bool
     dead_letters: int
     oldest_dead_letter_at: int | None
+    workers: int = 0  # live workers (lazarus.workers): "running" means at least one
 
 
 class Operators:
@@ -70,13 +72,14 @@ class Operators:
 
     async def summary(self, name: str) -> QueueSummary:
         queue = self.queue(name)
-        counts, paused, oldest = await asyncio.gather(
-            queue.get_job_counts(), queue.is_paused(), queue.get_oldest_dead_letter_at()
-        )
+        counts, paused, oldest, workers = await asyncio.gather(
+            queue.get_job_counts(), queue.is_paused(), queue.get_oldest_dead_letter_at(),
+            list_workers(self.client, queue.keys),
+        )  # fmt: skip
         counters = await queue.get_dead_letter_counters()
         is_dlq = oldest is not None or bool(counters.dead_lettered)
         depth = await queue.get_dead_letter_count() if is_dlq else 0
-        return QueueSummary(name, counts, paused, is_dlq, depth, oldest)
+        return QueueSummary(name, counts, paused, is_dlq, depth, oldest, len(workers))
 
     async def summaries(self) -> list[QueueSummary]:
         """A summary of every queue under the prefix, by name."""

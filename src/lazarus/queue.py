@@ -11,19 +11,27 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from redis.asyncio import Redis
 
-from . import _codec, _scripts
+from . import _codec, _scripts, _tracing
 from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
+from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
 from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
+from ._limiter import RateLimitMixin
+from ._progress import JobLogsMixin
+from ._repeat import RepeatMixin
 from .dead_letter import DeadLetterMixin
-from .dead_letter.store import LIVE_STATUSES
+from .dead_letter.filters import LIVE_STATUSES
+from .dead_letter.lifecycle import settle_replay
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
+from .retry import RetryMixin
+from .schema import PayloadSchema, Schema
 
 DEFAULT_MAX_EVENTS = 10_000
 BULK_CHUNK = 500
@@ -31,16 +39,19 @@ BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
-    "remove_on_complete", "remove_on_fail", "timeout",
+    "remove_on_complete", "remove_on_fail", "timeout", "deduplication", "on_exhaustion",
 }  # fmt: skip
 
 
-class Queue(DeadLetterMixin):
+class Queue(
+    RetryMixin, DeadLetterMixin, DeduplicationMixin, JobLogsMixin, RateLimitMixin, RepeatMixin
+):
     """A named queue of jobs in Redis.
 
     ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
     ``LAZARUS_REDIS_URL``, else ``redis://localhost:6379/0``. Every key lives under
-    ``<prefix>:{<name>}:``.
+    ``<prefix>:{<name>}:``. ``schema`` (a pydantic model or a callable, see
+    :mod:`lazarus.schema`) checks every payload before it is written.
     """
 
     def __init__(
@@ -51,12 +62,14 @@ class Queue(DeadLetterMixin):
         prefix: str = "lazarus",
         max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
         max_events: int = DEFAULT_MAX_EVENTS,
+        schema: Schema | None = None,
     ) -> None:
         self.name = validate_name(name, "queue name")
         self.prefix = validate_name(prefix, "prefix")
         self.keys = QueueKeys(prefix, name)
         self.max_payload_bytes = _positive_int(max_payload_bytes, "max_payload_bytes")
         self.max_events = _positive_int(max_events, "max_events")
+        self.schema = None if schema is None else PayloadSchema(schema)
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection)
         self._registered = False
@@ -85,10 +98,15 @@ class Queue(DeadLetterMixin):
             raise TypeError(f"unknown job options: {sorted(unknown)}")
         job_id = options.get("job_id")
         job_id = uuid.uuid4().hex if job_id is None else validate_job_id(job_id)
-        opts, opts_json = self._options({k: v for k, v in options.items() if k != "job_id"})
+        dedup = Deduplication.parse(options.get("deduplication"))
+        opts, opts_json = self._options(
+            {k: v for k, v in options.items() if k not in ("job_id", "deduplication")}
+        )
+        if self.schema is not None:
+            data = self.schema.stored(data)
         payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
         args = [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
-        return _Prepared(args, data, opts)
+        return _Prepared(args, data, opts, dedup)
 
     def _options(self, options: dict[str, Any]) -> tuple[JobOptions, str]:
         """Validated options and their JSON; a bulk of jobs with equal options builds them once."""
@@ -121,6 +139,9 @@ class Queue(DeadLetterMixin):
         remove_on_complete: Any = False,
         remove_on_fail: Any = False,
         timeout: int | None = None,
+        deduplication: Mapping[str, Any] | None = None,
+        repeat: Mapping[str, Any] | None = None,
+        on_exhaustion: str | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -130,14 +151,22 @@ class Queue(DeadLetterMixin):
         in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take ``True``, a count to
         keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
         longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
-        ``job_timeout``, if any). Adding a ``job_id`` that exists returns the existing job and
-        writes nothing.
+        ``job_timeout``, if any); ``on_exhaustion`` (``dead_letter``, ``fail`` or
+        ``discard``) says what a terminal failure does. Adding a ``job_id`` that exists
+        returns the existing job and writes nothing. ``deduplication={"id": key}`` adds nothing
+        while another job holding ``key`` has not completed or failed, and returns that job;
+        ``{"id": key, "ttl": ms}`` holds ``key`` for ``ttl`` ms from the add instead.
+        ``repeat={"every": ms}`` or ``{"pattern": cron, "tz": zone}`` adds a schedule instead
+        and returns its first occurrence (see docs/repeatable-jobs.md).
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "priority": priority, "remove_on_complete": remove_on_complete,
-            "remove_on_fail": remove_on_fail, "timeout": timeout,
+            "remove_on_fail": remove_on_fail, "timeout": timeout, "deduplication": deduplication,
+            "on_exhaustion": on_exhaustion,
         }  # fmt: skip
+        if repeat is not None:
+            return await self._add_repeatable(name, data, options, repeat)
         return (await self._add_prepared([self._prepare(name, data, options)]))[0]
 
     async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
@@ -158,6 +187,15 @@ class Queue(DeadLetterMixin):
 
     @reports_unavailable
     async def _add_prepared(self, prepared: list[_Prepared]) -> list[Job]:
+        if not _tracing.active():
+            return await self._add_traced(prepared)
+        span = _tracing.start_add(self.name, [p.args for p in prepared])
+        try:
+            return await self._add_traced(prepared)
+        finally:
+            _tracing.end(span)
+
+    async def _add_traced(self, prepared: list[_Prepared]) -> list[Job]:
         await self._register()
         script = _scripts.load("add_jobs")
         now = now_ms()
@@ -169,6 +207,9 @@ class Queue(DeadLetterMixin):
             args: list[Any] = [now, self.max_events]
             for p in chunk:
                 args += p.args
+            if any(p.dedup is not None for p in chunk):  # else no arguments: nothing to check
+                for p in chunk:
+                    args += NO_DEDUPLICATION if p.dedup is None else p.dedup.args()
             calls.append((keys, args))
         results: list[Any] = []
         # One pipeline per few chunks: in order on one connection, one round trip each.
@@ -184,15 +225,19 @@ class Queue(DeadLetterMixin):
     async def _jobs_added(
         self, prepared: list[_Prepared], results: list[Any], now: int
     ) -> list[Job]:
-        """The jobs an add returns: the existing one where the id was taken already."""
-        jobs = []
+        """The jobs an add returns: the existing one where the id was taken already, or where
+        another job holds the deduplication id."""
+        jobs, handle = [], self._job_handle
         for p, result in zip(prepared, results):
-            if result == ErrorCode.JOB_EXISTS:
-                existing = await self.get_job(p.args[0])
+            holder = _text(result[0]) if isinstance(result, list) else None
+            if result == ErrorCode.JOB_EXISTS or holder is not None:
+                existing = await self.get_job(holder or p.args[0])
                 if existing is not None:
                     jobs.append(existing)
                     continue
-            jobs.append(p.job(self.name, now))
+            job = p.job(self.name, now).bind(handle)
+            # A holder gone meanwhile (removed by retention, say): its id is what is known.
+            jobs.append(job if holder is None else dataclasses.replace(job, id=holder))
         return jobs
 
     # -- reading ---------------------------------------------------------------------------
@@ -203,7 +248,8 @@ class Queue(DeadLetterMixin):
         fields = await self._client.hgetall(self.keys.job(validate_job_id(job_id)))
         if not fields:
             return None
-        return Job.from_fields(job_id, fields_from_reply(_flatten(fields)), self.name)
+        job = Job.from_fields(job_id, fields_from_reply(_flatten(fields)), self.name)
+        return job.bind(self._job_handle)
 
     async def _get_jobs(self, ids: list[str]) -> list[Job]:
         if not ids:
@@ -212,8 +258,11 @@ class Queue(DeadLetterMixin):
             for job_id in ids:
                 pipe.hgetall(self.keys.job(job_id))
             replies = await pipe.execute()
+        handle = self._job_handle
         return [
-            Job.from_fields(_text(job_id), fields_from_reply(_flatten(reply)), self.name)
+            Job.from_fields(_text(job_id), fields_from_reply(_flatten(reply)), self.name).bind(
+                handle
+            )
             for job_id, reply in zip(ids, replies)
             if reply
         ]
@@ -366,16 +415,21 @@ class Queue(DeadLetterMixin):
 
     @reports_unavailable
     async def remove(self, job_id: str) -> None:
-        """Remove a job that is not active; raises ``JobNotFoundError`` or ``JobStateError``."""
+        """Remove a job that is not active; raises ``JobNotFoundError`` or ``JobStateError``.
+
+        A removed replayed job's dead letter goes back to ``pending`` at once."""
         k = self.keys
         script = _scripts.load("remove_job")
+        replay = await self._client.hmget(k.job(validate_job_id(job_id)), "replayOf", "replayDlq")
         code = await script(
             self._client,
-            [*k.group, k.completed, k.failed, k.job(validate_job_id(job_id))],
+            [*k.group, k.completed, k.failed, k.job(job_id)],
             [job_id, self.max_events],
         )
         if code != 1:
             raise error_for_code(int(code), f"remove job {job_id!r} from {self.name!r}")
+        if replay[0] is not None:
+            await settle_replay(self._client, k, job_id, replay[0], replay[1], self.max_events)
 
     @reports_unavailable
     async def clean(
@@ -457,6 +511,7 @@ class _Prepared(NamedTuple):
     args: list[Any]
     data: Any
     opts: JobOptions
+    dedup: Deduplication | None = None
 
     def job(self, queue_name: str, now: int) -> Job:
         return Job(

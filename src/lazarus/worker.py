@@ -24,7 +24,7 @@ import os
 import socket
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -32,22 +32,43 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from . import _scripts
+from ._backoff import BackoffStrategy
 from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
+from ._entry import NonRetryable, check_non_retryable
 from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
-from ._lease import LeaseKeeper
+from ._lanes import check_weights, keepers, make_lanes, queue_names
+from ._lanes import main_loop as lanes_main_loop
+from ._limiter import RateLimit
+from ._limiter import publish as publish_limit
+from ._processes import check_processes, executor_for, shut_down
 from ._slot import SlotRunner
 from ._supervision import Incident, pause, register
-from ._threads import DaemonThreadPool
 from .dead_letter import DeadLetterQueueOptions
+from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
 from .queue import DEFAULT_MAX_EVENTS
+from .schema import PayloadSchema, Schema, with_payload
+from .workers import Presence
 
 log = logging.getLogger("lazarus.worker")
 
-WorkerEvent = Literal["active", "completed", "failed", "deadLettered", "retrying", "error", "lost"]
-_EVENTS = ("active", "completed", "failed", "deadLettered", "retrying", "error", "lost")
+WorkerEvent = Literal[
+    "active",
+    "completed",
+    "failed",
+    "deadLettered",
+    "discarded",
+    "retrying",
+    "rateLimited",
+    "error",
+    "lost",
+]
+_EVENTS = (
+    "active", "completed", "failed", "deadLettered", "discarded", "retrying", "rateLimited",
+    "error", "lost",
+)  # fmt: skip
 CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
 BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
 
@@ -69,7 +90,9 @@ def _positive(value: object, field: str, minimum: int = 1) -> int:
 
 
 class Worker:
-    """Processes the jobs of one queue.
+    """Processes the jobs of one queue, or of several: ``Worker(["critical", "default"],
+    ...)`` claims from them in that order (strict priority), or with ``weights={"critical":
+    3, "default": 1}`` in a weighted random order (see docs/workers.md).
 
     ``dead_letter_queue`` (a queue name or :class:`DeadLetterQueueOptions`) receives jobs that
     fail for good: attempts exhausted, :class:`UnrecoverableError`, :class:`DeadLetterError`,
@@ -78,14 +101,35 @@ class Worker:
     With ``autorun`` (the default) a worker created inside a running event loop starts at
     once; otherwise call :meth:`run`. A worker started before Redis answers keeps trying.
 
+    While it has a dead letter queue, a worker also prunes that queue by its retention policy
+    every ``prune_interval`` seconds (``None``: never) when no other process (a redriver, or
+    another worker) leads pruning.
+
+    ``non_retryable`` lists exception classes and name patterns (``"*Timeout*"``,
+    ``"billing.errors.*"``) whose failures skip the remaining attempts: the job is
+    dead-lettered at once with reason ``unrecoverable``. A job's ``on_exhaustion`` option
+    (``fail`` or ``discard``) overrides the dead letter queue for that job.
+
     ``job_timeout`` (ms) fails an attempt that runs longer with :class:`JobTimeoutError`,
     unless the job has a ``timeout`` of its own. ``max_error_bytes`` and ``max_stack_bytes``
     cap the message and the stack trace recorded for each failed attempt.
+
+    With ``schema`` (a pydantic model or a callable, see :mod:`lazarus.schema`) the processor
+    is called as ``processor(job, payload)`` with the parsed payload; a payload that does not
+    parse fails the job as unrecoverable.
+
+    ``backoff_strategy(attempts_made, backoff_type, error, job)`` computes the wait (ms)
+    before a retry of a job whose ``backoff`` type is neither ``fixed`` nor ``exponential``.
+
+    ``limiter={"max": n, "duration": ms}`` sets the queue's rate limit when the worker starts:
+    at most ``n`` jobs started per ``duration`` ms by all the queue's workers together.
+    ``processes=n`` runs a plain-function processor in ``n`` processes instead of threads,
+    for CPU-bound work (see docs/workers.md).
     """
 
     def __init__(
         self,
-        queue_name: str,
+        queue_name: str | Sequence[Any],
         processor: Processor,
         *,
         connection: str | Redis | None = None,
@@ -96,6 +140,7 @@ class Worker:
         max_stalled_count: int = 1,
         autorun: bool = True,
         dead_letter_queue: str | DeadLetterQueueOptions | None = None,
+        prune_interval: float | None = 300.0,
         block_timeout: float = 5.0,
         max_events: int = DEFAULT_MAX_EVENTS,
         shutdown_timeout: float = 30.0,
@@ -103,11 +148,25 @@ class Worker:
         job_timeout: int | None = None,
         max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES,
         max_stack_bytes: int = DEFAULT_MAX_STACK_BYTES,
+        schema: Schema | None = None,
+        backoff_strategy: BackoffStrategy | None = None,
+        limiter: Mapping[str, int] | None = None,
+        processes: int | None = None,
+        weights: Mapping[str, int] | None = None,
+        non_retryable: Iterable[NonRetryable] | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
-        self.queue_name = validate_name(queue_name, "queue_name")
-        self.keys = QueueKeys(validate_name(prefix, "prefix"), queue_name)
+        if backoff_strategy is not None and not callable(backoff_strategy):
+            raise TypeError("backoff_strategy must be callable")
+        self.backoff_strategy = backoff_strategy
+        self.limiter = RateLimit.parse(limiter)
+        self.processes = check_processes(processes, processor)
+        if schema is not None:  # the processor is called as processor(job, parsed payload)
+            processor = with_payload(processor, PayloadSchema(schema))
+        names = queue_names(queue_name)
+        self.queue_name, self.queue_names = names[0], tuple(names)
+        self.keys = QueueKeys(validate_name(prefix, "prefix"), self.queue_name)
         self.concurrency = _positive(concurrency, "concurrency")
         self.lock_duration = _positive(lock_duration, "lock_duration")
         self.stalled_interval = _positive(stalled_interval, "stalled_interval")
@@ -116,6 +175,13 @@ class Worker:
             raise ValueError(f"max_stalled_count must be an int >= 0, got {max_stalled_count!r}")
         self.max_stalled_count = max_stalled_count
         self.dead_letter_queue = self._dlq_options(dead_letter_queue)
+        if prune_interval is not None and (
+            isinstance(prune_interval, bool) or not isinstance(prune_interval, (int, float))
+            or not prune_interval > 0
+        ):  # fmt: skip
+            raise ValueError(f"prune_interval must be a number > 0 or None, got {prune_interval!r}")
+        self.prune_interval = prune_interval
+        self.non_retryable = check_non_retryable(non_retryable)
         self.block_timeout = block_timeout
         self.shutdown_timeout = shutdown_timeout
         self.job_timeout = None if job_timeout is None else _positive(job_timeout, "job_timeout")
@@ -146,6 +212,7 @@ class Worker:
             self._ctx, processor, self.name, self.job_timeout, self._held, self._emit,
             self._report_error, lambda: self._closing, Incident(log, f"{where}: recording"),
         )  # fmt: skip
+        self._lanes = make_lanes(self, names, check_weights(weights, names))
         self._run_task: asyncio.Task[None] | None = None
         self._blocking = False  # in the blocking claim round trip
         self._clock_offset = 0  # this machine's clock minus the server's, in ms
@@ -170,10 +237,11 @@ class Worker:
             token_base=self.name,
             lock_ms=self.lock_duration,
             max_events=max_events,
-            executor=None if inspect.iscoroutinefunction(processor)
-            else DaemonThreadPool(thread_name_prefix=f"lazarus-{self.queue_name}"),
+            executor=executor_for(processor, self.queue_name, self.processes),
             max_error_bytes=error_cap,
             max_stack_bytes=stack_cap,
+            backoff_strategy=self.backoff_strategy,
+            non_retryable=self.non_retryable,
         )  # fmt: skip
 
     def _dlq_options(
@@ -187,6 +255,14 @@ class Worker:
         if options.queue_name == self.queue_name:
             raise ValueError("dead_letter_queue must not be the worker's own queue")
         return options
+
+    def _pruner(self) -> Pruner | None:
+        """Prunes the dead letter queue while no other process (a redriver) leads pruning."""
+        if self.dead_letter_queue is None or self.prune_interval is None:
+            return None
+        keys = QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name)
+        return Pruner(self._client, keys, self._ctx.max_events, holder=self.name,
+                      interval=self.prune_interval, on_error=self._report_error)  # fmt: skip
 
     def _check_slots(self) -> None:
         if self.dead_letter_queue is None or not isinstance(self._client, RedisCluster):
@@ -247,28 +323,41 @@ class Worker:
         self._run_task = current
         if not await self._start_up():
             return
-        keeper = LeaseKeeper(
-            self._ctx, lambda: dict(self._held),
-            stalled_interval_ms=self.stalled_interval, max_stalled_count=self.max_stalled_count,
-            on_lost=self._mark_lost, on_error=self._report_error,
+        await publish_limit(
+            self._client, [lane.keys for lane in self._lanes], self.limiter,
+            incident=self._start_incident, report=self._report_error, stopping=self._stopping,
         )  # fmt: skip
-        lease_task = asyncio.create_task(keeper.run())
+        lease_keepers = keepers(self)
+        lease_tasks = {asyncio.create_task(keeper.run()) for keeper in lease_keepers}
+        # Registered while it runs: the dashboard and API list it, and call its queue running.
+        presence = Presence(self._client, self.keys, self.name, self.concurrency,
+                            lambda: len(self._tasks))  # fmt: skip
+        presence_task = asyncio.create_task(presence.run())
+        pruner = self._pruner()
+        beside = {*lease_tasks, presence_task}
+        if pruner is not None:
+            beside.add(asyncio.create_task(pruner.run()))
         try:
-            await self._main_loop()
+            await (self._main_loop() if len(self._lanes) == 1 else lanes_main_loop(self))
             # Leases are renewed until the jobs in flight are done (close() bounds the wait).
             while self._tasks:
                 await asyncio.wait(set(self._tasks))
         finally:
-            keeper.stop()
-            _, pending = await asyncio.wait({lease_task}, timeout=self.shutdown_timeout)
+            for keeper in lease_keepers:
+                keeper.stop()
+            presence.stop()
+            if pruner is not None:
+                pruner.stop()
+            _, pending = await asyncio.wait(beside, timeout=self.shutdown_timeout)
             for task in pending:
                 task.cancel()
+            await presence.leave()
 
     async def _start_up(self) -> bool:
         # The dead letter queue is registered too: the dead-letter script writes to it without
         # going through Queue, and list_queues (the CLI, the API, the dashboard) must show it.
         # So is it in the registry of dead letter queues, which DeadLetterView reads.
-        entries = {self.keys.registry: [self.queue_name]}
+        entries = {self.keys.registry: [*self.queue_names]}
         if self.dead_letter_queue is not None:
             entries[self.keys.registry].append(self.dead_letter_queue.queue_name)
             entries[self.keys.dead_letter_registry] = [self.dead_letter_queue.queue_name]
@@ -372,9 +461,9 @@ class Worker:
         self._clock_offset = (before + after) // 2 - (seconds * 1000 + micros // 1000)
         self._clock_checked = asyncio.get_running_loop().time()
 
-    def _start(self, claimed: ClaimedJob) -> None:
+    def _start(self, claimed: ClaimedJob, slots: SlotRunner | None = None) -> None:
         slot = self._free_slots.pop()
-        task = asyncio.create_task(self._slots.work(claimed, slot))
+        task = asyncio.create_task((slots or self._slots).work(claimed, slot))
         self._tasks.add(task)
         task.add_done_callback(lambda done: self._task_done(done, slot))
 
@@ -385,7 +474,7 @@ class Worker:
 
     def _mark_lost(self, job_id: str, token: str) -> None:
         # A job that finished while its lease was being renewed is not lost: it is done.
-        if self._held.get(job_id) == token:
+        if any(lane.held.get(job_id) == token for lane in self._lanes):
             log.warning("worker %s: lost the lock of job %s", self.name, job_id)
 
     def _report_error(self, exc: BaseException, incident: Incident | None = None) -> None:
@@ -429,7 +518,7 @@ class Worker:
             with contextlib.suppress(*TRANSIENT_ERRORS):
                 await self._client.delete(self._wake_key)
         if self._ctx.executor is not None:
-            self._ctx.executor.shutdown(wait=False)
+            shut_down(self._ctx.executor)
         if self._owns_client:
             await self._client.aclose()
 

@@ -8,6 +8,7 @@ import datetime
 import html
 
 import httpx
+import pytest
 
 from lazarus import Queue
 from lazarus.http.app import create_app
@@ -98,7 +99,17 @@ async def test_each_filter_narrows_the_list(
         assert listed_ids(response.text) == expected, params
 
 
-async def test_filter_form_keeps_what_was_typed(client: httpx.AsyncClient) -> None:
+@pytest.fixture
+async def known_dlq(dlq: Queue) -> Queue:
+    """jobs-dlq once it has been used (the dashboard knows it), and empty."""
+    job = await dlq.add("placeholder")
+    await dlq.remove(job.id)
+    return dlq
+
+
+async def test_filter_form_keeps_what_was_typed(
+    client: httpx.AsyncClient, known_dlq: Queue
+) -> None:
     url = "/dashboard/queues/jobs-dlq/dead-letters?error_type=Timeout%22Error&reason=stalled"
     page = (await client.get(url)).text
     assert 'name="error_type" value="Timeout&#34;Error"' in page
@@ -107,7 +118,7 @@ async def test_filter_form_keeps_what_was_typed(client: httpx.AsyncClient) -> No
 
 
 async def test_a_filter_that_does_not_parse_is_shown_as_an_error(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient, known_dlq: Queue
 ) -> None:
     for params, message in {
         "since=yesterday": "Since (UTC): not a date and time",
@@ -133,7 +144,7 @@ async def test_job_page_shows_payload_metadata_attempts_and_stack_trace(
     assert '"order": 17' in page  # pretty JSON of the payload
     assert '"sourceQueue": "jobs"' in page  # _dlqMeta
     assert "<code>TimeoutError</code> gateway timed out" in page  # the attempt's error
-    assert "<dt>Status</dt><dd>pending</dd>" in page
+    assert '<dt>Status</dt><dd><span class="badge status-pending">pending</span>' in page
     assert "Traceback (most recent call last)" in page
     assert ", in fail" in page  # the trace reaches the processor
     assert f'action="/dashboard/queues/jobs-dlq/dead-letters/{dead_id}/replay"' in page

@@ -223,7 +223,7 @@ async def test_retry_one_replays_it_into_its_source_queue(
     # Given the dead letter a (from jobs); When it is retried without changes
     response = await client.post(f"{BASE}/{seeded['a']}/retry", params={"dlq": DLQ})
 
-    # Then a new job with the original payload waits in jobs and the dead letter is gone
+    # Then a new job with the original payload waits in jobs and the dead letter is processing
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["queue"] == "jobs"
@@ -234,7 +234,9 @@ async def test_retry_one_replays_it_into_its_source_queue(
     assert replayed.original_data["label"] == "a"
     assert replayed.replay_count == 1
     assert await queue.get_job_state(body["id"]) == "waiting"
-    assert await dlq.peek_dead_letter(seeded["a"]) is None
+    letter = await dlq.peek_dead_letter(seeded["a"])
+    assert letter is not None and letter.dead_letter is not None
+    assert letter.dead_letter.status == "processing"
 
 
 async def test_retry_one_applies_the_changes_in_its_body(

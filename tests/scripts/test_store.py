@@ -4,6 +4,7 @@ waiting list) and moved into the store by migrate_dead_letters, which is tested 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -195,36 +196,83 @@ def replay_keys(d: QueueKeys, k: QueueKeys, pairs: list[tuple[str, str]]) -> lis
     return keys
 
 
-async def test_replay_creates_the_job_and_takes_the_dead_letter_out_of_every_index(
+REPLAY_HEAD = [NOW, MAXLEN, "src", "dlq", "operator:ada", "", ""]
+
+
+async def test_replay_creates_the_job_and_moves_the_dead_letter_to_processing(
     raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
 ) -> None:
     await make_dead_letter(raw, d, "d1", **{"dlq:replayCount": 2})
 
     result = await call(
         raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]),
-        [NOW, MAXLEN, "src", "d1", "n1", "", "", ""],
+        [*REPLAY_HEAD, "d1", "n1", "", "", "", ""],
     )  # fmt: skip
 
     assert result == ["waiting"]
-    assert not await raw.exists(d.job("d1"))
-    store_keys = [k for k in await raw.keys(d.dl + "*") if not k.endswith(":seq")]
-    assert store_keys == []
+    assert await raw.zrange(d.dl_index("s", "processing"), 0, -1) == ["d1"]
+    assert not await raw.exists(d.dl_index("s", "pending"))
+    assert await raw.zrange(d.dl_values("s"), 0, -1) == ["processing"]
+    assert list(await raw.hgetall(d.dl_counts)) == [
+        "q3:srcn5:emaile12:TimeoutErrorr18:attempts_exhausteds10:processing"
+    ]
+    letter = await raw.hgetall(d.job("d1"))
+    assert (letter["dlq:status"], letter["dlq:replayJob"], letter["dlq:replayQueue"]) == (
+        "processing", "n1", "src",
+    )  # fmt: skip
+    assert (letter["dlq:lastReplayedAt"], letter["dlq:replayedBy"]) == (str(NOW), "operator:ada")
+    assert json.loads(letter["dlq:timeline"]) == [{
+        "at": NOW, "from": "pending", "to": "processing", "actor": "operator:ada", "note": None,
+        "job": "n1", "queue": "src",
+    }]  # fmt: skip
     job = await raw.hgetall(k.job("n1"))
     assert job["data"] == '{"to":"a"}'
     assert job["opts"] == '{"attempts":2,"delay":0}'
     assert job["attemptsMade"] == "0"
     assert job["rc"] == "3"
+    assert (job["replayOf"], job["replayDlq"]) == ("d1", "dlq")
     assert await raw.lrange(k.wait, 0, -1) == ["n1"]
     assert (await events(raw, d))[-1] == {
         "event": "replayed", "jobId": "d1", "newJobId": "n1", "queue": "src",
     }  # fmt: skip
 
 
+async def test_replay_with_a_new_payload_keeps_the_old_one_in_the_timeline(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1")
+
+    await call(
+        raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]),
+        [*REPLAY_HEAD, "d1", "n1", "", "", "", '{"to":"b"}'],
+    )  # fmt: skip
+
+    assert await raw.hget(k.job("n1"), "data") == '{"to":"b"}'
+    assert await raw.hget(d.job("d1"), "data") == '{"to":"b"}'
+    [entry] = json.loads(await raw.hget(d.job("d1"), "dlq:timeline"))
+    assert entry["replacedData"] == '{"to":"a"}'
+
+
+async def test_a_dead_letter_in_processing_is_not_replayed_again(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "d1")
+    await call(raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]),
+               [*REPLAY_HEAD, "d1", "n1", "", "", "", ""])  # fmt: skip
+
+    again = await call(raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n2")]),
+                       [*REPLAY_HEAD, "d1", "n2", "", "", "", ""])  # fmt: skip
+
+    assert again == [-6]
+    assert not await raw.exists(k.job("n2"))
+    assert await raw.lrange(k.wait, 0, -1) == ["n1"]
+
+
 async def test_replay_sent_again_reports_the_job_it_made_and_makes_no_other(
     raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
 ) -> None:
     await make_dead_letter(raw, d, "d1")
-    args = [NOW, MAXLEN, "src", "d1", "n1", "", "", ""]
+    args = [*REPLAY_HEAD, "d1", "n1", "", "", "", ""]
     await call(raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]), args)
 
     again = await call(raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]), args)
@@ -247,8 +295,8 @@ async def test_replay_codes_for_missing_plain_and_taken_entries(
         raw,
         "replay_dead_letters",
         replay_keys(d, k, [("missing", "n1"), ("plain", "n2"), ("taken", "n3")]),
-        [NOW, MAXLEN, "src", "missing", "n1", "", "", "", "plain", "n2", "", "", "",
-         "taken", "n3", "", "", ""],
+        [*REPLAY_HEAD, "missing", "n1", "", "", "", "", "plain", "n2", "", "", "", "",
+         "taken", "n3", "", "", "", ""],
     )  # fmt: skip
 
     assert result == [-1, -4, -6]
@@ -267,7 +315,7 @@ async def test_purge_codes_event_and_counts(raw: aioredis.Redis, d: QueueKeys) -
         raw,
         "purge_dead_letters",
         [d.dl, d.events, d.meta, d.job("d1"), d.job("plain"), d.job("zz")],
-        [MAXLEN, "d1", "plain", "zz"],
+        [MAXLEN, "", "d1", "plain", "zz"],
     )
 
     assert result == [1, -4, -1]
@@ -284,7 +332,7 @@ async def test_purge_of_the_last_of_a_value_forgets_the_value(
     await make_dead_letter(raw, d, "d1", name="sms")
     await make_dead_letter(raw, d, "d2")
 
-    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "d1"])
+    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", "d1"])
 
     assert await raw.zrange(d.dl_values("n"), 0, -1) == ["email"]
     assert len(await raw.hgetall(d.dl_counts)) == 1

@@ -13,8 +13,9 @@ sent again, on a fresh connection and as the client's retry policy says, only wh
 twice is harmless (:data:`REPEATABLE`); a timeout is never followed by a second send, since
 the script may still be running. Per script:
 
-- ``complete_job``, ``retry_job``, ``fail_job``, ``dead_letter_job``: their call id is the
-  id and lock token of the job they finish (a token is unique to one attempt). Each remembers
+- ``complete_job``, ``retry_job``, ``fail_job``, ``dead_letter_job``, ``postpone_job``: their
+  call id is the id and lock token of the job they finish (a token is unique to one attempt).
+  Each remembers
   its reply in its worker slot's ``reply`` key (``includes/once.lua``); a second run finds
   the lock released and answers with the first run's reply and next job instead of reporting
   a lost lock. The dead letter's id is chosen once per attempt, so every run names the same.
@@ -24,11 +25,22 @@ the script may still be running. Per script:
   one that exists; a second run only sweeps leases that expired since.
 - ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers
   JOB_EXISTS and the caller reads the job), ``pause_queue`` (its reply is not used) and
-  ``scan_dead_letters`` (a read) are safe to run twice as they are.
+  ``scan_dead_letters`` (a read) and ``settle_dead_letters`` (it checks each dead letter
+  still waits for the same job) are safe to run twice as they are.
+- ``acquire_lease`` (renews what the first run took), ``claim_dead_letters`` (renews the
+  claims the first run made, answering the same) and ``release_dead_letter_claims`` are safe
+  to run twice; ``prune_dead_letters`` is sent once (a second run would prune the next batch
+  and report only those).
+- ``add_repeatable`` (a second run finds the schedule and answers with its pending
+  occurrence) and ``repeat_job`` (a compare-and-set on the schedule's next due time) change
+  nothing when run twice; ``remove_repeatable`` (a second run answers 0) is sent once.
+- ``update_progress`` sets the same value again (one more ``progress`` event).
+- ``add_log`` (a second run would append the line twice) is sent once.
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
   ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
   ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
-  letters the first one handled as missing) are sent once: a dropped connection raises, and
+  letters the first one handled as missing) and ``set_dead_letter_status`` (a second run
+  would record the change twice in the timeline) are sent once: a dropped connection raises, and
   the caller learns that the outcome is unknown rather than a wrong answer.
 """
 
@@ -239,7 +251,9 @@ def load(name: str) -> Script:
 
 REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
-    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters",
+    "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
+    "postpone_job", "add_repeatable", "repeat_job", "settle_dead_letters", "acquire_lease",
+    "claim_dead_letters", "release_dead_letter_claims",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -255,9 +269,22 @@ NAMES = (
     "pause_queue",
     "remove_job",
     "clean_jobs",
+    "prune_dead_letters",
+    "acquire_lease",
+    "claim_dead_letters",
+    "release_dead_letter_claims",
     "query_dead_letters",
     "replay_dead_letters",
     "purge_dead_letters",
     "migrate_dead_letters",
     "release_job",
+    "retry_failed_jobs",
+    "update_progress",
+    "add_log",
+    "postpone_job",
+    "add_repeatable",
+    "repeat_job",
+    "remove_repeatable",
+    "set_dead_letter_status",
+    "settle_dead_letters",
 )

@@ -15,13 +15,18 @@
 
   ARGV[1]  now              milliseconds
   ARGV[2]  maxlen           events stream length
-  ARGV[3..] job fields      seven per job: id, name, data, opts, delay, priority, attempts
+  ARGV[3..] job fields      seven per job: id, name, data, opts, delay, priority, attempts;
+                            then, optionally, two per job: deduplication id ('' for none)
+                            and its ttl in ms (0: until the job completes or fails)
 
   Returns: one entry per job: the state it entered ('waiting', 'prioritized', 'delayed'),
-           or -5 (JOB_EXISTS) when a job with that id is already there (it is left as it is).
-  Events:  waiting | delayed (jobId) per job added
+           -5 (JOB_EXISTS) when a job with that id is already there (it is left as it is),
+           or {holder} when another job holds its deduplication id (nothing is written).
+  Events:  waiting | delayed (jobId) per job added; deduplicated (jobId of the holder,
+           deduplicationId, deduplicatedJobId) per job not added for its deduplication id
 ]]
 -- @include events
+-- @include dedup
 -- @include queue_keys
 -- @include enqueue
 
@@ -29,18 +34,28 @@ local q = queue_keys(1)
 local now = tonumber(ARGV[1])
 local maxlen = ARGV[2]
 local results = {}
+local dedup = 3 + (#KEYS - 10) * 7  -- the first deduplication argument, if any
 for i = 11, #KEYS do
   local a = 3 + (i - 11) * 7
+  local d = dedup + (i - 11) * 2
+  local dedup_id = ARGV[d] or ''
   local key = KEYS[i]
   if redis.call('EXISTS', key) == 1 then
     results[#results + 1] = -5
   else
-    local delay = tonumber(ARGV[a + 4])
-    local priority = tonumber(ARGV[a + 5])
-    redis.call('HSET', key, 'name', ARGV[a + 1], 'data', ARGV[a + 2], 'opts', ARGV[a + 3],
-      'timestamp', now, 'delay', delay, 'priority', priority, 'atm', ARGV[a + 6],
-      'attemptsMade', 0)
-    results[#results + 1] = enqueue(q, ARGV[a], priority, delay, now, maxlen)
+    local holder = dedup_id ~= '' and dedup_take(q, dedup_id, tonumber(ARGV[d + 1]), ARGV[a],
+      maxlen)
+    if holder then
+      results[#results + 1] = {holder}
+    else
+      local delay = tonumber(ARGV[a + 4])
+      local priority = tonumber(ARGV[a + 5])
+      redis.call('HSET', key, 'name', ARGV[a + 1], 'data', ARGV[a + 2], 'opts', ARGV[a + 3],
+        'timestamp', now, 'delay', delay, 'priority', priority, 'atm', ARGV[a + 6],
+        'attemptsMade', 0)
+      if dedup_id ~= '' then redis.call('HSET', key, 'deid', dedup_id) end
+      results[#results + 1] = enqueue(q, ARGV[a], priority, delay, now, maxlen)
+    end
   end
 end
 return results

@@ -30,6 +30,8 @@
            call that claimed jobs (same call_id) claims nothing: it returns the jobs the first
            run claimed that are still held under its tokens.
   Events:  waiting (promoted jobs), active (jobId) per job claimed
+  Outbox:  claimed (a worker on the dead letter queue took a dead letter)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys

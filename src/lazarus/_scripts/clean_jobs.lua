@@ -25,10 +25,14 @@
 
   Returns: the ids removed.
   Events:  cleaned (count, state) when any were removed
+  Outbox:  cleaned, per dead letter removed (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys
 -- @include store
+-- @include dedup
+-- @include job_logs
 
 local q = queue_keys(1)
 local state = ARGV[1]
@@ -36,7 +40,8 @@ local cutoff = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local removed = {}
 local function drop(id)
-  redis.call('DEL', q.job_prefix .. id)
+  dedup_release(q.job_prefix, id, false)
+  drop_job(q.job_prefix .. id)
   removed[#removed + 1] = id
 end
 local function older(id)
@@ -61,7 +66,7 @@ elseif state == 'waiting' then
     local old = redis.call('ZRANGE', index, '-inf', cutoff * 1000 + 999, 'BYSCORE',
       'LIMIT', 0, limit - #removed)
     for _, id in ipairs(old) do
-      store_remove(q.dl, id, q.job_prefix .. id)
+      store_remove(q.dl, id, q.job_prefix .. id, 'cleaned', '')
       drop(id)
     end
   end

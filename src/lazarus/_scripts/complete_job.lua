@@ -15,6 +15,9 @@
   KEYS[11] job
   KEYS[12] completed
   KEYS[13] reply            the worker slot's reply memo (includes/once.lua)
+  KEYS[14] dlq_dl           KEYS[14..16] only for a replayed job: its dead letter queue's
+  KEYS[15] dlq_events       store prefix and events, and its dead letter's hash
+  KEYS[16] dead_letter
 
   ARGV[1]  id
   ARGV[2]  token            the lock token the worker holds; with id, the memo's call id
@@ -27,12 +30,19 @@
   ARGV[9]  fetch_next       1 to claim the next job
   ARGV[10] token_base
   ARGV[11] lock_ms
+  ARGV[12] dead_letter_id   the id of the replayed job's dead letter; '' for none
+
+  A replayed job's dead letter, when it still waits for this job (processing, dlq:replayJob
+  = id), becomes resolved in the same step.
 
   Returns: {0, next_due, job | false}, or {code}: -1 JOB_NOT_FOUND, -2 LOCK_MISMATCH,
            -3 NOT_ACTIVE (the worker lost the job: nothing is changed). A second run of a
            call that finished the job (same id and token) changes nothing and answers as the
            first did: {0, next_due, the job it claimed if still held | false}.
-  Events:  completed (jobId, returnvalue), then those of claim_jobs
+  Events:  completed (jobId, returnvalue); dead letter queue: statusChanged (jobId, from, to,
+           actor, note) when a dead letter is resolved; then those of claim_jobs
+  Outbox:  resolved (when a replayed dead letter is resolved), then as claim_jobs
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include json_append
@@ -41,6 +51,8 @@
 -- @include claim
 -- @include once
 -- @include finish
+-- @include dedup
+-- @include store
 
 local q = queue_keys(1)
 local key = KEYS[11]
@@ -50,8 +62,19 @@ local maxlen = ARGV[8]
 local code = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[10]) end
 redis.call('HINCRBY', key, 'attemptsMade', 1)
+dedup_release(q.job_prefix, id, true)
+local dl_id = ARGV[12]
+if dl_id ~= '' and redis.call('HGET', key, 'replayOf') == dl_id then
+  local rec = redis.call('HMGET', KEYS[16], 'dlq:replayJob', 'dlq:status')
+  if rec[1] == id and rec[2] == 'processing' then
+    store_set_status(KEYS[14], dl_id, KEYS[16], 'resolved', now, 'policy', false,
+      {'job', cjson.encode(id)})
+    emit(KEYS[15], maxlen, 'statusChanged', 'jobId', dl_id, 'from', 'processing',
+      'to', 'resolved', 'actor', 'policy', 'note', '')
+  end
+end
 if ARGV[7] == '1' then
-  redis.call('DEL', key)
+  drop_job(key)
 else
   redis.call('HSET', key, 'returnvalue', ARGV[4], 'finishedOn', now)
   redis.call('ZADD', KEYS[12], now, id)

@@ -39,11 +39,18 @@
   ARGV[14] token_base
   ARGV[15] lock_ms
 
+  A replayed job (replayOf, replayDlq = this dead letter queue) whose dead letter still
+  waits for it goes back into that dead letter (pending, or failed past the queue's
+  maxReplays) with its attempts appended, instead of making a new one.
+
   Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job, and a second
            run answers as the first, as complete_job.
   Events:  source: failed (jobId, failedReason, attemptsMade, deadLettered),
            deadLettered (jobId, queue, deadLetterQueue, deadLetterId, failedReason, reason);
-           dead letter queue: waiting (jobId of the dead letter); then those of claim_jobs
+           dead letter queue: waiting (jobId of the dead letter), and statusChanged when a
+           replay came back; then those of claim_jobs
+  Outbox:  dead-lettered (or the status a returning replay re-enters), then as claim_jobs
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include json_append

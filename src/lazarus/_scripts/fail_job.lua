@@ -30,10 +30,15 @@
   ARGV[12] fetch_next
   ARGV[13] token_base
   ARGV[14] lock_ms
+  ARGV[15] discard          1 for a job whose on_exhaustion is discard: deleted at once, and
+                            its event is discarded instead of failed
 
   Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job, and a second
            run answers as the first, as complete_job.
-  Events:  failed (jobId, failedReason, attemptsMade), then those of claim_jobs
+  Events:  failed (jobId, failedReason, attemptsMade), or discarded (the same fields), then
+           those of claim_jobs
+  Outbox:  dead-lettered (a dead letter queue is configured), then as claim_jobs
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include json_append
@@ -50,9 +55,14 @@ local now = tonumber(ARGV[3])
 local maxlen = ARGV[11]
 local code = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
-record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
-fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]),
-  maxlen)
+local made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+if ARGV[15] == '1' then
+  redis.call('DEL', KEYS[11])
+  emit(q.events, maxlen, 'discarded', 'jobId', id, 'failedReason', ARGV[4], 'attemptsMade', made)
+else
+  fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]),
+    tonumber(ARGV[10]), maxlen)
+end
 local job = false
 if ARGV[12] == '1' then
   promote_delayed(q, now, maxlen)

@@ -19,6 +19,8 @@
 
   Returns: {looked_at, moved}
   Events:  none
+  Outbox:  dead-lettered, per dead letter moved into the store
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include queue_keys
 -- @include store

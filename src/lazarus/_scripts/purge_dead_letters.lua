@@ -1,6 +1,6 @@
 --[[
   purge_dead_letters: dead letter -> [*] for the given dead letters: out of the store, hash
-  deleted.
+  and logs deleted.
 
   KEYS[1]  dlq_dl           the dead letter queue's store prefix
   KEYS[2]  dlq_events
@@ -8,28 +8,44 @@
   KEYS[4..] dead_letter     the hash of each dead letter, in the order of ARGV[2..]
 
   ARGV[1]  maxlen
-  ARGV[2..] dead_letter_id
+  ARGV[2]  statuses         the statuses a dead letter must be in to go, comma-separated
+                            ('' for any): a bulk purge leaves one that left them meanwhile
+  ARGV[3..] dead_letter_id
 
   Returns: one entry per dead letter: 1 purged, -1 JOB_NOT_FOUND (gone already),
            -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not in the store: a worker on
-           the dead letter queue holds it; untouched).
+           the dead letter queue holds it; or not in one of the statuses; untouched).
   Events:  purged (count, jobIds: the first 100 ids, comma-separated) when any were purged
+  Outbox:  purged, per dead letter purged (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include store
+-- @include job_logs
 
 local results, purged = {}, {}
 local count = 0
+local allowed = nil
+if ARGV[2] ~= '' then
+  allowed = {}
+  for status in string.gmatch(ARGV[2], '[^,]+') do allowed[status] = true end
+end
 for i = 4, #KEYS do
-  local id = ARGV[i - 2]
+  local id = ARGV[i - 1]
   local result
-  local removed, values = store_remove(KEYS[1], id, KEYS[i])
+  local removed, values = false, nil
+  local current = redis.call('HGET', KEYS[i], 'dlq:status') or 'pending'
+  if allowed and not allowed[current] then
+    values = redis.call('HEXISTS', KEYS[i], 'dlq:sourceQueue') == 1 or nil
+  else
+    removed, values = store_remove(KEYS[1], id, KEYS[i], 'purged', '')
+  end
   if not values then
     result = (redis.call('EXISTS', KEYS[i]) == 1) and -4 or -1
   elseif not removed then
     result = -6
   else
-    redis.call('UNLINK', KEYS[i])
+    redis.call('UNLINK', KEYS[i], logs_key(KEYS[i]))
     if #purged < 100 then purged[#purged + 1] = id end
     count = count + 1
     result = 1

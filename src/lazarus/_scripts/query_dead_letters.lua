@@ -21,7 +21,7 @@
   ARGV[10] name
   ARGV[11] error_type
   ARGV[12] reason
-  ARGV[13] status
+  ARGV[13] status          one status, or several comma-separated (any of them)
   ARGV[14] name_prefix      the job name starts with this, '' for any
   ARGV[15] failed_reason    lower-case literal substring of the failure reason, '' for any
   ARGV[16] text             literal substring of the payload, '' for any
@@ -39,13 +39,25 @@ local desc = ARGV[1] ~= 'asc'
 local cur_score, cur_id = tonumber(ARGV[2]), ARGV[3]
 local limit, max_entries, max_bytes = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local since, till = ARGV[7] ~= '' and ARGV[7] or '-inf', ARGV[8] ~= '' and ARGV[8] or '+inf'
-local exact = {ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13]}
+local statuses = {}
+for status in string.gmatch(ARGV[13], '[^,]+') do statuses[#statuses + 1] = status end
+local exact = {ARGV[9], ARGV[10], ARGV[11], ARGV[12], #statuses == 1 and statuses[1] or ''}
 local name_prefix, reason_part, text = ARGV[14], ARGV[15], ARGV[16]
 
 -- The drivers: the index keys whose union, in order, holds every possible match (by default
--- the status indexes, which partition the store). The smallest exact index drives; the other
--- exact filters are checked by membership in their index, the smallest first.
+-- the status indexes, which partition the store: all of them, or those of the statuses
+-- asked for). The smallest exact index drives; the other exact filters are checked by
+-- membership in their index, the smallest first, and several statuses by membership in any.
 local drivers, smallest, driven_by = store_statuses(dl), nil, 0
+local any_of = nil
+if #statuses > 1 then
+  any_of, smallest = {}, 0
+  for _, status in ipairs(statuses) do
+    any_of[#any_of + 1] = dl .. 'i:s:' .. status
+    smallest = smallest + redis.call('ZCARD', any_of[#any_of])
+  end
+  drivers = any_of
+end
 local others = {}
 for i = 1, 5 do
   if exact[i] ~= '' then
@@ -77,6 +89,8 @@ local checks = {}
 for _, other in ipairs(others) do
   if other[3] ~= driven_by then checks[#checks + 1] = other[2] end
 end
+-- Several statuses need checking unless their own indexes drive the walk.
+local status_checked = not any_of or drivers == any_of
 
 -- Ids of equal score are compared byte by byte, as a sorted set orders them (Lua's own string
 -- comparison follows the server's locale).
@@ -158,7 +172,7 @@ local fields = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:s
 local function members(chunk)
   local alive = {}
   for n = 1, #chunk do alive[n] = true end
-  if #checks == 0 or #chunk == 0 then return alive end
+  if (#checks == 0 and status_checked) or #chunk == 0 then return alive end
   local ids = {}
   for n, e in ipairs(chunk) do ids[n] = e[2] end
   for _, index in ipairs(checks) do
@@ -167,6 +181,15 @@ local function members(chunk)
       if not scores[n] then alive[n] = false end
     end
   end
+  if status_checked then return alive end
+  local in_any = {}
+  for _, index in ipairs(any_of) do
+    local scores = redis.call('ZMSCORE', index, unpack(ids))
+    for n = 1, #chunk do
+      if scores[n] then in_any[n] = true end
+    end
+  end
+  for n = 1, #chunk do alive[n] = alive[n] and in_any[n] == true end
   return alive
 end
 
@@ -203,7 +226,7 @@ if smallest == 0 then
 else
   while true do
     -- Sparse matches (other filters to check) are looked for in larger chunks.
-    local want = #checks > 0 and 500 or math.max(limit - #found, 16)
+    local want = (#checks > 0 or not status_checked) and 500 or math.max(limit - #found, 16)
     local chunk, at_end = next_chunk(math.min(want, max_entries - examined, 500))
     local alive = members(chunk)
     local stopped = false

@@ -21,10 +21,14 @@
 
   Returns: 1 removed, -1 JOB_NOT_FOUND, -6 JOB_STATE (the job is active).
   Events:  removed (jobId)
+  Outbox:  removed, when the job was a dead letter (with its fields)
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys
 -- @include store
+-- @include dedup
+-- @include job_logs
 
 local q = queue_keys(1)
 local id = ARGV[1]
@@ -36,7 +40,8 @@ redis.call('ZREM', q.prioritized, id)
 redis.call('ZREM', q.delayed, id)
 redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[12], id)
-store_remove(q.dl, id, KEYS[13])
-redis.call('DEL', KEYS[13])
+store_remove(q.dl, id, KEYS[13], 'removed', '')
+dedup_release(q.job_prefix, id, false)
+drop_job(KEYS[13])
 emit(q.events, ARGV[2], 'removed', 'jobId', id)
 return 1

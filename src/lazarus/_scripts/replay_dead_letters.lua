@@ -1,9 +1,13 @@
 --[[
-  replay_dead_letters: dead letter -> waiting | prioritized | delayed in its source queue, as a
-  new job with the original payload and options, attempts reset and replayCount + 1; the dead
-  letter leaves the store in the same step. A dead letter replayed, purged or taken by someone
-  else first is reported, never replayed twice. Safe to send again: a call whose new job
-  exists already (the same call, re-sent after a dropped connection) reports its state.
+  replay_dead_letters: dead letter (pending | manual | failed) -> processing, and a new job
+  in its source queue (or another) with the original payload (or a replacement) and options,
+  attempts reset, replayCount + 1 and a copy of the dead letter's logs, waiting |
+  prioritized | delayed. The dead letter stays
+  in the store as processing, with a timeline entry naming the new job, until that job
+  completes (resolved) or fails for good (back to pending, or failed). A dead letter that is
+  not in a replayable status (replayed already, archived, purged, or taken by a worker of the
+  dead letter queue) is reported, never replayed twice. Safe to send again: a call whose new
+  job exists already (the same call, re-sent after a dropped connection) reports its state.
 
   KEYS[1]  dlq_dl           the dead letter queue's store prefix
   KEYS[2]  dlq_events
@@ -23,24 +27,36 @@
   ARGV[1]  now
   ARGV[2]  maxlen
   ARGV[3]  queue            the name of the queue KEYS[4..13] belong to (the target)
-  ARGV[4..] per pair five values: dead_letter_id, new_id, opts, priority, attempts; opts,
-           priority and attempts are '' to keep the original ones
+  ARGV[4]  dead_letter_queue  the name of the dead letter queue (the new jobs' replayDlq)
+  ARGV[5]  actor            redriver | policy | operator:<name>
+  ARGV[6]  note             '' for none
+  ARGV[7]  rule             the redrive rule that replays, '' for none
+  ARGV[8..] per pair six values: dead_letter_id, new_id, opts, priority, attempts, data;
+           opts, priority, attempts and data are '' to keep the original ones (a new data
+           replaces the dead letter's payload too; the timeline keeps the old one)
 
   Returns: one entry per pair: the state the new job entered, or -1 JOB_NOT_FOUND (gone
-           already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not in the store: a
-           worker on the dead letter queue holds it; untouched).
-  Events:  dead letter queue: replayed (jobId, newJobId, queue); source queue: waiting |
-           delayed (jobId); the new job's hash records replayOf
+           already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not replayable:
+           processing, resolved or archived, or a worker on the dead letter queue holds it;
+           untouched).
+  Events:  dead letter queue: statusChanged (jobId, from, to, actor, note), replayed (jobId,
+           newJobId, queue); target queue: waiting | delayed (jobId); the new job's hash
+           records replayOf and replayDlq
+  Outbox:  processing, per dead letter replayed
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include queue_keys
 -- @include enqueue
 -- @include store
+-- @include job_logs
 
 local src = queue_keys(4)
 local dl = KEYS[1]
 local now = tonumber(ARGV[1])
 local maxlen = ARGV[2]
+local actor, note, rule = ARGV[5], ARGV[6], ARGV[7]
+local REPLAYABLE = {pending = true, manual = true, failed = true}
 
 local function state_of(id)
   if redis.call('ZSCORE', src.delayed, id) then return 'delayed' end
@@ -48,32 +64,50 @@ local function state_of(id)
   return 'waiting'
 end
 
+-- replay_one(dl_key, new_key, dl_id, new_id, f, a): turn the dead letter into a new job.
+local function replay_one(dl_key, new_key, dl_id, new_id, f, a)
+  local data = ARGV[a + 5] ~= '' and ARGV[a + 5] or f[3] or 'null'
+  local details = {'job', cjson.encode(new_id), 'queue', cjson.encode(ARGV[3])}
+  if rule ~= '' then details[#details + 1] = 'rule'; details[#details + 1] = cjson.encode(rule) end
+  if ARGV[a + 5] ~= '' then
+    details[#details + 1] = 'replacedData'
+    details[#details + 1] = cjson.encode(f[3] or 'null')
+    redis.call('HSET', dl_key, 'data', data)
+  end
+  local from = store_set_status(dl, dl_id, dl_key, 'processing', now, actor, note, details)
+  redis.call('HSET', dl_key, 'dlq:replayJob', new_id, 'dlq:replayQueue', ARGV[3],
+    'dlq:lastReplayedAt', now, 'dlq:replayedBy', actor, 'dlq:replayRule', rule)
+  local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'
+  local priority = tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0
+  local delay = tonumber(f[6]) or 0
+  local atm = ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7] or 1
+  redis.call('HSET', new_key, 'name', f[2] or '', 'data', data, 'opts', opts,
+    'timestamp', now, 'delay', delay, 'priority', priority, 'atm', atm, 'attemptsMade', 0,
+    'rc', (tonumber(f[8]) or 0) + 1, 'replayOf', dl_id, 'replayDlq', ARGV[4])
+  copy_logs(dl_key, new_key)
+  emit(KEYS[2], maxlen, 'statusChanged', 'jobId', dl_id, 'from', from, 'to', 'processing',
+    'actor', actor, 'note', note)
+  emit(KEYS[2], maxlen, 'replayed', 'jobId', dl_id, 'newJobId', new_id, 'queue', ARGV[3])
+  return enqueue(src, new_id, priority, delay, now, maxlen)
+end
+
 local results = {}
 local replayed = 0
 for i = 14, #KEYS, 2 do
-  local a = 4 + (i - 14) / 2 * 5
+  local a = 8 + (i - 14) / 2 * 6
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
   local f = redis.call('HMGET', dl_key, 'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts',
-    'dlq:priority', 'dlq:delay', 'dlq:atm', 'dlq:replayCount')
+    'dlq:priority', 'dlq:delay', 'dlq:atm', 'dlq:replayCount', 'dlq:status')
+  local status = f[9] or 'pending'
   local result
   if redis.call('HGET', new_key, 'replayOf') == dl_id then
     result = state_of(new_id)
   elseif not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif not store_remove(dl, dl_id, dl_key) then
+  elseif not REPLAYABLE[status] or not redis.call('ZSCORE', dl .. 'i:s:' .. status, dl_id) then
     result = -6
   else
-    local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'
-    local priority = tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0
-    local delay = tonumber(f[6]) or 0
-    local atm = ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7] or 1
-    redis.call('HSET', new_key, 'name', f[2] or '', 'data', f[3] or 'null', 'opts', opts,
-      'timestamp', now,
-      'delay', delay, 'priority', priority, 'atm', atm, 'attemptsMade', 0,
-      'rc', (tonumber(f[8]) or 0) + 1, 'replayOf', dl_id)
-    redis.call('DEL', dl_key)
-    emit(KEYS[2], maxlen, 'replayed', 'jobId', dl_id, 'newJobId', new_id, 'queue', ARGV[3])
-    result = enqueue(src, new_id, priority, delay, now, maxlen)
+    result = replay_one(dl_key, new_key, dl_id, new_id, f, a)
     replayed = replayed + 1
   end
   results[#results + 1] = result

@@ -32,6 +32,8 @@
            run answers as the first, as complete_job.
   Events:  retrying (jobId, attemptsMade, failedReason, delay), delayed | waiting, then those
            of claim_jobs
+  Outbox:  as claim_jobs
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include json_append

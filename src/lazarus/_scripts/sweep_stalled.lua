@@ -34,6 +34,8 @@
   Returns: {requeued, failed, dead_lettered}: the ids of the stalled jobs by outcome.
   Events:  stalled (jobId), then waiting, failed or failed + deadLettered as for the other
            transitions
+  Outbox:  dead-lettered, for a job stalled too often
+           (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
 -- @include json_append

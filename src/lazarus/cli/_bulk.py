@@ -7,6 +7,8 @@ whether to call them and shows their ``on_progress`` reports.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import click
@@ -35,6 +37,7 @@ class BulkPlan:
     batch_size: int
     rate: float | None
     as_json: bool
+    who: dict[str, Any] = dataclasses.field(default_factory=dict)  # a replay's actor and note
 
 
 class ProgressBar:
@@ -66,7 +69,9 @@ def confirm(plan: BulkPlan, matched: int) -> None:
 
 
 async def _act(queue: Queue, plan: BulkPlan, matched: int) -> int:
-    action = queue.replay_all_dead_letters if plan.verb == "replay" else queue.purge_dead_letters
+    action: Callable[..., Awaitable[int]] = queue.purge_dead_letters
+    if plan.verb == "replay":
+        action = functools.partial(queue.replay_all_dead_letters, **plan.who)
     if plan.as_json:
         return await action(plan.flt, batch_size=plan.batch_size, rate=plan.rate)
     progress = Progress(

@@ -137,6 +137,10 @@ def check_job_id(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 QUEUE_ARGUMENT = click.argument("queue_name", metavar="QUEUE", callback=check_queue_name)
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+WIDE_OPTION = click.option(
+    "--wide", is_flag=True,
+    help="Every column, unwrapped, however wide (by default, what fits the terminal).",
+)  # fmt: skip
 
 
 def id_argument(*, required: bool = True) -> Callable[[F], F]:

@@ -17,16 +17,21 @@ import time
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text as RichText
 
 from ..dead_letter import DeadLetterStats
 from ..job import AttemptRecord, DeadLetterMetadata, Job
 from ..operators import QueueSummary
+from . import _columns as columns
+from ._columns import Column
 
 FAILED_REASON_WIDTH = 60
-_TIME_KEYS = ("deadLetteredAt", "originalTimestamp", "startedAt", "finishedAt")
+_TIME_KEYS = (
+    "deadLetteredAt", "originalTimestamp", "startedAt", "finishedAt", "statusAt", "at",
+    "lastReplayedAt",
+)  # fmt: skip
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -124,21 +129,32 @@ def summary_json(s: QueueSummary, *, now: int) -> dict[str, Any]:
     }
 
 
-def queues_table(summaries: list[QueueSummary], *, now: int) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
-    for title in ("queue", "waiting", "active", "delayed", "completed", "failed", "paused",
-                  "dead letters", "oldest dead letter"):  # fmt: skip
-        table.add_column(title, justify="left" if title == "queue" else "right")
+QUEUE_COLUMNS = (
+    Column("queue", 1, 10), Column("waiting", 2, 7, "right"),
+    Column("active", 3, 6, "right"), Column("delayed", 6, 7, "right"),
+    Column("completed", 7, 9, "right"), Column("failed", 4, 6, "right"),
+    Column("paused", 8, 6, "right"), Column("dead letters", 5, 7, "right"),
+    Column("oldest dead letter", 9, 8, "right"),
+)  # fmt: skip
+
+
+def queues_table(
+    summaries: list[QueueSummary], *, now: int, out: Console, wide: bool = False
+) -> tuple[Table, int]:
+    """The queues, with the columns that fit ``out`` (all of them with ``wide``)."""
+    rows: list[dict[str, RenderableType]] = []
     for s in summaries:
         c = s.counts
-        waiting = c.get("waiting", 0) + c.get("prioritized", 0) + c.get("paused", 0)
-        table.add_row(
-            Text(s.name), str(waiting), str(c.get("active", 0)), str(c.get("delayed", 0)),
-            str(c.get("completed", 0)), str(c.get("failed", 0)), "yes" if s.paused else "",
-            str(s.dead_letters) if s.is_dead_letter_queue else "",
-            age(s.oldest_dead_letter_at, now=now),
-        )  # fmt: skip
-    return table
+        rows.append({
+            "queue": Text(s.name),
+            "waiting": str(c.get("waiting", 0) + c.get("prioritized", 0) + c.get("paused", 0)),
+            "active": str(c.get("active", 0)), "delayed": str(c.get("delayed", 0)),
+            "completed": str(c.get("completed", 0)), "failed": str(c.get("failed", 0)),
+            "paused": "yes" if s.paused else "",
+            "dead letters": str(s.dead_letters) if s.is_dead_letter_queue else "",
+            "oldest dead letter": age(s.oldest_dead_letter_at, now=now),
+        })  # fmt: skip
+    return columns.table(QUEUE_COLUMNS, rows, out, wide=wide)
 
 
 # -- dead letters ----------------------------------------------------------------------------
@@ -172,25 +188,35 @@ def truncate(text: str, width: int = FAILED_REASON_WIDTH) -> str:
     return line if len(line) <= width and line == text else line[: width - 1] + "…"
 
 
-def dead_letters_table(jobs: list[Job], *, with_queue: bool = False) -> Table:
-    """One row per dead letter; ``with_queue`` adds the dead letter queue that holds it."""
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("id", no_wrap=True, min_width=8)
-    titles = ("name", "source queue", "reason", "error type", "failed reason")
-    for title in ("dead letter queue", *titles) if with_queue else titles:
-        table.add_column(title)
-    table.add_column("attempts", justify="right")
-    table.add_column("dead-lettered at", no_wrap=True)
+DEAD_LETTER_COLUMNS = (
+    Column("id", 1, 32, no_wrap=True), Column("dead letter queue", 3, 10),
+    Column("name", 2, 8), Column("source queue", 7, 10), Column("reason", 6, 12),
+    Column("error type", 4, 10), Column("failed reason", 3, 24, grow=True),
+    Column("attempts", 8, 8, "right"), Column("age", 5, 7, "right", no_wrap=True),
+    Column("dead-lettered at", 9, 24, no_wrap=True),
+)  # fmt: skip
+
+
+def dead_letters_table(
+    jobs: list[Job], *, out: Console, with_queue: bool = False, wide: bool = False, now: int
+) -> tuple[Table, int]:
+    """One row per dead letter, with the columns that fit ``out`` by priority (id, name,
+    failed reason, error type, age, ...), all of them with ``wide``; ``with_queue`` adds the
+    dead letter queue that holds each."""
+    specs = [c for c in DEAD_LETTER_COLUMNS if with_queue or c.title != "dead letter queue"]
+    rows: list[dict[str, RenderableType]] = []
     for job in jobs:
         row = dead_letter_row_json(job)
-        cells = [
-            Text(job.name), Text(row["sourceQueue"]), row["reason"],
-            Text(row["errorType"]), Text(truncate(row["failedReason"])),
-        ]  # fmt: skip
-        if with_queue:
-            cells.insert(0, Text(job.queue_name))
-        table.add_row(Text(job.id), *cells, str(row["attemptsMade"]), row["deadLetteredAt"])
-    return table
+        reason = row["failedReason"] if wide else truncate(row["failedReason"], 200)
+        rows.append({
+            "id": Text(job.id), "dead letter queue": Text(job.queue_name),
+            "name": Text(job.name), "source queue": Text(row["sourceQueue"]),
+            "reason": row["reason"], "error type": Text(row["errorType"]),
+            "failed reason": Text(reason), "attempts": str(row["attemptsMade"]),
+            "age": age(_meta(job).dead_lettered_at, now=now),
+            "dead-lettered at": row["deadLetteredAt"],
+        })  # fmt: skip
+    return columns.table(specs, rows, out, wide=wide)
 
 
 def dead_letter_json(job: Job) -> dict[str, Any]:
@@ -204,19 +230,37 @@ def dead_letter_json(job: Job) -> dict[str, Any]:
     }
 
 
-def _attempts_table(attempts: list[AttemptRecord]) -> Table:
+ATTEMPT_COLUMNS = (
+    Column("#", 1, 2, "right"), Column("outcome", 4, 7), Column("worker", 6, 12),
+    Column("started", 5, 24, no_wrap=True), Column("finished", 7, 24, no_wrap=True),
+    Column("error type", 2, 10), Column("error", 3, 16, grow=True),
+)  # fmt: skip
+
+
+def _timeline_table(meta: DeadLetterMetadata) -> Table:
     table = Table(box=box.SIMPLE_HEAD)
-    for title in ("#", "outcome", "worker", "started", "finished", "error type", "error"):
-        table.add_column(title, no_wrap=title in ("started", "finished"))
-    for a in attempts:
+    for title in ("at", "from", "to", "actor", "note", "details"):
+        table.add_column(title, no_wrap=title == "at")
+    for change in meta.timeline:
+        details = ", ".join(f"{k}={v}" for k, v in change.details.items())
         table.add_row(
-            str(a.attempt), a.outcome, Text(a.worker), iso(a.started_at), iso(a.finished_at),
-            Text(a.error_type), Text(a.error),
+            iso(change.at), change.from_, change.to, Text(change.actor), Text(change.note or ""),
+            Text(truncate(details, 60)),
         )  # fmt: skip
     return table
 
 
-def print_dead_letter(out: Console, job: Job, *, now: int) -> None:
+def _attempts_table(attempts: list[AttemptRecord], out: Console, wide: bool) -> Table:
+    rows: list[dict[str, RenderableType]] = [
+        {"#": str(a.attempt), "outcome": a.outcome, "worker": Text(a.worker),
+         "started": iso(a.started_at) or "", "finished": iso(a.finished_at) or "",
+         "error type": Text(a.error_type), "error": Text(a.error)}
+        for a in attempts
+    ]  # fmt: skip
+    return columns.table(ATTEMPT_COLUMNS, rows, out, wide=wide)[0]
+
+
+def print_dead_letter(out: Console, job: Job, *, now: int, wide: bool = False) -> None:
     """``dlq show``: the metadata, the payload, each attempt and each stack trace."""
     meta = _meta(job)
     fields = Table.grid(padding=(0, 2))
@@ -238,8 +282,10 @@ def print_dead_letter(out: Console, job: Job, *, now: int) -> None:
     out.print(json_view(meta.original_opts))
     out.rule("payload")
     out.print(json_view(job.original_data))
+    out.rule(f"timeline ({len(meta.timeline)})")
+    out.print(_timeline_table(meta) if meta.timeline else "no status change yet")
     out.rule(f"attempts ({len(meta.attempts)})")
-    out.print(_attempts_table(meta.attempts) if meta.attempts else "no attempt records")
+    out.print(_attempts_table(meta.attempts, out, wide) if meta.attempts else "no attempt records")
     for number, trace in enumerate(meta.stacktrace, start=1):
         out.rule(f"stack trace {number} of {len(meta.stacktrace)}")
         out.print(Text(trace.rstrip("\n")))

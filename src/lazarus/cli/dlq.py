@@ -1,5 +1,5 @@
 """``lazarus dlq ...``: list (in :mod:`.dlq_list`), show, find-original, stats, replay,
-purge."""
+purge; flag, reopen, archive, set-status and settle (in :mod:`.dlq_lifecycle`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ._bulk import PAST, BulkPlan, Verb, run_bulk
 from ._options import (
     JSON_OPTION,
     QUEUE_ARGUMENT,
+    WIDE_OPTION,
     check_job_id,
     check_queue_name,
     emit_json,
@@ -26,6 +27,7 @@ from ._options import (
     open_queue,
     run,
 )
+from .dlq_lifecycle import COMMANDS, REPLAY_CHANGES, parse_payload
 from .dlq_list import list_dead_letters
 from .main import PREFIX_OPTION, URL_OPTION
 
@@ -49,15 +51,20 @@ async def _dead_letter(queue: Queue, job_id: str) -> Job:
 
 
 dlq.add_command(list_dead_letters)
+for _command in COMMANDS:
+    dlq.add_command(_command)
 
 
 @dlq.command()
 @QUEUE_ARGUMENT
 @id_argument()
 @JSON_OPTION
+@WIDE_OPTION
 @URL_OPTION
 @PREFIX_OPTION
-def show(queue_name: str, job_id: str, as_json: bool, redis_url: str, prefix: str) -> None:
+def show(
+    queue_name: str, job_id: str, as_json: bool, wide: bool, redis_url: str, prefix: str
+) -> None:
     """Show one dead letter: its metadata, payload, every attempt and every stack trace.
 
     \b
@@ -73,7 +80,7 @@ def show(queue_name: str, job_id: str, as_json: bool, redis_url: str, prefix: st
     if as_json:
         emit_json(_render.dead_letter_json(job))
     else:
-        _render.print_dead_letter(_render.console(), job, now=_render.now_ms())
+        _render.print_dead_letter(_render.console(), job, now=_render.now_ms(), wide=wide)
 
 
 @dlq.command("find-original")
@@ -81,10 +88,11 @@ def show(queue_name: str, job_id: str, as_json: bool, redis_url: str, prefix: st
 @click.option("--queue", "queue_name", callback=check_queue_name,
               help="Look in this dead letter queue only (default: every one).")  # fmt: skip
 @JSON_OPTION
+@WIDE_OPTION
 @URL_OPTION
 @PREFIX_OPTION
 def find_original(
-    job_id: str, queue_name: str | None, as_json: bool, redis_url: str, prefix: str
+    job_id: str, queue_name: str | None, as_json: bool, wide: bool, redis_url: str, prefix: str
 ) -> None:
     """Find the dead letter of the job whose id was JOB_ID in its source queue ("where did
     job X go?") and show it as `dlq show` does.
@@ -112,7 +120,7 @@ def find_original(
     if as_json:
         emit_json(_render.dead_letter_json(job))
     else:
-        _render.print_dead_letter(_render.console(), job, now=_render.now_ms())
+        _render.print_dead_letter(_render.console(), job, now=_render.now_ms(), wide=wide)
 
 
 @dlq.command()
@@ -184,8 +192,11 @@ def _check_target(job_id: str | None, all_: bool, flt: DeadLetterFilter) -> None
         raise click.UsageError("filters select dead letters for --all; with an ID give none")
 
 
-def _single(verb: Verb, queue_name: str, job_id: str, dry_run: bool) -> Any:
-    """The async work of replaying or purging one dead letter by id."""
+def _single(
+    verb: Verb, queue_name: str, job_id: str, dry_run: bool, changes: dict[str, Any]
+) -> Any:
+    """The async work of replaying (with ``changes``: replay_dead_letter's keywords) or
+    purging one dead letter by id."""
 
     async def work(ops: Operators) -> dict[str, Any]:
         queue = await open_queue(ops, queue_name)
@@ -198,7 +209,8 @@ def _single(verb: Verb, queue_name: str, job_id: str, dry_run: bool) -> Any:
         if dry_run:
             return report
         if verb == "replay":
-            report["newJobId"] = await queue.replay_dead_letter(job_id)
+            report["newJobId"] = await queue.replay_dead_letter(job_id, **changes)
+            report["targetQueue"] = changes.get("queue") or source
         else:
             await queue.purge_dead_letter(job_id)
         return report
@@ -211,20 +223,26 @@ def _print_single(report: dict[str, Any]) -> None:
     if report["dryRun"]:
         line = f"dry run: would {report['action']} {what}; nothing was changed"
     elif report["action"] == "replay":
-        line = f"replayed {what} into {report['sourceQueue']!r} as job {report['newJobId']}"
+        line = f"replayed {what} into {report['targetQueue']!r} as job {report['newJobId']}"
     else:
         line = f"purged {what} from {report['queue']!r}"
     _render.console().print(line)
 
 
 @dlq.command()
-@_bulk_command("replay", _rate_option("replay"))
+@_bulk_command("replay", _rate_option("replay"), *REPLAY_CHANGES)
 def replay(
     queue_name: str, job_id: str | None, all_: bool, flt: DeadLetterFilter, dry_run: bool,
-    yes: bool, rate: float | None, batch_size: int, as_json: bool, redis_url: str, prefix: str,
+    yes: bool, rate: float | None, data_json: str | None, to_queue: str | None,
+    note: str | None, operator: str, batch_size: int, as_json: bool, redis_url: str,
+    prefix: str,
 ) -> None:  # fmt: skip
     """Replay one dead letter (ID) or all that match the filters (--all) into their source
     queues, as new jobs with the same payload and options and a fresh set of attempts.
+
+    Each replayed dead letter becomes processing until its new job completes (resolved) or
+    fails again (back to pending). With an ID, --data replays a changed payload and --to-queue
+    replays into another queue.
 
     For --all, the matches are counted first; --dry-run stops there. Otherwise you are asked
     to confirm (--yes skips that; without a terminal, --yes is required).
@@ -232,12 +250,21 @@ def replay(
     \b
     Examples:
       lazarus dlq replay payments-dlq 3f2a9c...
+      lazarus dlq replay payments-dlq 3f2a9c... --data '{"id": 7, "amount": 500}' --note fixed
+      lazarus dlq replay payments-dlq 3f2a9c... --to-queue payments-review
       lazarus dlq replay payments-dlq --all --error-type TimeoutError --since 2h --dry-run
       lazarus dlq replay payments-dlq --all --error-type TimeoutError --since 2h --rate 50 --yes
     """
     _check_target(job_id, all_, flt)
+    if job_id is None and (data_json is not None or to_queue is not None):
+        raise click.UsageError("--data and --to-queue replay one dead letter: give its ID")
+    changes: dict[str, Any] = {"actor": f"operator:{operator}", "note": note}
+    if data_json is not None:
+        changes["data"] = parse_payload(data_json)
+    if to_queue is not None:
+        changes["queue"] = to_queue
     _run_action("replay", queue_name, job_id, flt, dry_run, yes, batch_size, rate, as_json,
-                redis_url, prefix)  # fmt: skip
+                redis_url, prefix, changes)  # fmt: skip
 
 
 @dlq.command()
@@ -258,19 +285,20 @@ def purge(
     """
     _check_target(job_id, all_, flt)
     _run_action("purge", queue_name, job_id, flt, dry_run, yes, batch_size, rate, as_json,
-                redis_url, prefix)  # fmt: skip
+                redis_url, prefix, {})  # fmt: skip
 
 
 def _run_action(
     verb: Verb, queue_name: str, job_id: str | None, flt: DeadLetterFilter, dry_run: bool,
     yes: bool, batch_size: int, rate: float | None, as_json: bool, redis_url: str, prefix: str,
+    changes: dict[str, Any],
 ) -> None:  # fmt: skip
     if job_id is not None:
-        report = run(redis_url, prefix, _single(verb, queue_name, job_id, dry_run))
+        report = run(redis_url, prefix, _single(verb, queue_name, job_id, dry_run, changes))
         if not as_json:
             _print_single(report)
     else:
-        plan = BulkPlan(verb, queue_name, flt, dry_run, yes, batch_size, rate, as_json)
+        plan = BulkPlan(verb, queue_name, flt, dry_run, yes, batch_size, rate, as_json, changes)
 
         async def work(ops: Operators) -> dict[str, Any]:
             return await run_bulk(ops, plan)

@@ -18,7 +18,16 @@ from ..dead_letter import DeadLetterFilter, DeadLetterPage
 from ..job import Job
 from ..operators import Operators
 from . import _render
-from ._options import JSON_OPTION, check_queue_name, emit_json, filter_options, open_queue, run
+from ._columns import hidden_note
+from ._options import (
+    JSON_OPTION,
+    WIDE_OPTION,
+    check_queue_name,
+    emit_json,
+    filter_options,
+    open_queue,
+    run,
+)
 from .main import PREFIX_OPTION, URL_OPTION
 
 Search = Callable[..., Awaitable[DeadLetterPage]]
@@ -119,12 +128,13 @@ def _summary(request: Request, listing: Listing, shown: int) -> str:
 @click.option("--count", "count", is_flag=True,
               help="Count the matches even when that needs a scan (text filters).")  # fmt: skip
 @JSON_OPTION
+@WIDE_OPTION
 @URL_OPTION
 @PREFIX_OPTION
 def list_dead_letters(
     queue_name: str | None, all_queues: bool, flt: DeadLetterFilter, limit: int,
-    cursor: str | None, order: str, offset: int, count: bool, as_json: bool, redis_url: str,
-    prefix: str,
+    cursor: str | None, order: str, offset: int, count: bool, as_json: bool, wide: bool,
+    redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
     """List the dead letters in QUEUE (or, with --all-queues, in every dead letter queue)
     that match the filters, newest first, a page at a time.
@@ -159,7 +169,12 @@ def list_dead_letters(
         return
     out = _render.console()
     if rows:
-        out.print(_render.dead_letters_table(rows, with_queue=all_queues))
+        table, hidden = _render.dead_letters_table(
+            rows, out=out, with_queue=all_queues, wide=wide, now=_render.now_ms()
+        )
+        out.print(table)
+        if (note := hidden_note(hidden)) is not None:
+            out.print(note)
     out.print(_summary(request, listing, len(rows)))
     if listing.next_cursor is not None:
         out.print(f"next page: --cursor {listing.next_cursor}")

@@ -38,6 +38,13 @@ def check_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
+def check_names(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    """A click callback for a repeatable option: every value a valid queue name."""
+    return tuple(check_name(ctx, param, item) or "" for item in value)
+
+
 PREFIX_OPTION = click.option(
     "--prefix", default="lazarus", show_default=True, callback=check_name, help="Key prefix."
 )
@@ -117,9 +124,11 @@ def load_processor(spec: str) -> Any:
 
 @main.command()
 @click.argument("processor")
-@click.option("--queue", "queue_name", required=True, callback=check_name,
-              help="Queue to process.")  # fmt: skip
+@click.option("--queue", "queue_names", required=True, multiple=True, callback=check_names,
+              help="Queue to process; repeat it for several, highest priority first.")  # fmt: skip
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--processes", default=None, type=click.IntRange(min=1),
+              help="Run a plain-function processor in N processes (CPU-bound work).")  # fmt: skip
 @click.option("--dead-letter-queue", default=None, callback=check_name,
               help="Queue for jobs that fail for good.")  # fmt: skip
 @click.option("--lock-duration", default=30_000, show_default=True, type=click.IntRange(min=1),
@@ -132,14 +141,15 @@ def load_processor(spec: str) -> Any:
 @URL_OPTION
 @PREFIX_OPTION
 def worker(
-    processor: str, queue_name: str, concurrency: int, dead_letter_queue: str | None,
+    processor: str, queue_names: tuple[str, ...], concurrency: int, processes: int | None,
+    dead_letter_queue: str | None,
     lock_duration: int, stalled_interval: int, max_stalled_count: int,
     shutdown_timeout: float, redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
     """Run a worker for QUEUE with PROCESSOR (module:function) until SIGTERM or SIGINT."""
     from ..worker import Worker
 
-    if dead_letter_queue == queue_name:
+    if dead_letter_queue in queue_names:
         raise click.BadParameter(
             "the dead letter queue must not be the worker's own queue",
             param_hint="'--dead-letter-queue'",
@@ -149,17 +159,19 @@ def worker(
 
     async def serve() -> None:
         w = Worker(
-            queue_name, function, connection=redis_url, prefix=prefix, concurrency=concurrency,
-            dead_letter_queue=dead_letter_queue, lock_duration=lock_duration,
+            list(queue_names), function, connection=redis_url, prefix=prefix,
+            concurrency=concurrency, dead_letter_queue=dead_letter_queue,
+            lock_duration=lock_duration,
             stalled_interval=stalled_interval, max_stalled_count=max_stalled_count,
-            shutdown_timeout=shutdown_timeout, autorun=False,
+            shutdown_timeout=shutdown_timeout, autorun=False, processes=processes,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         run = asyncio.create_task(w.run())
-        click.echo(f"worker {w.name} processing {queue_name!r} (concurrency {concurrency})")
+        names = ", ".join(repr(name) for name in queue_names)
+        click.echo(f"worker {w.name} processing {names} (concurrency {concurrency})")
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
         click.echo("shutting down: waiting for running jobs")
@@ -221,12 +233,30 @@ def startup_failure(message: str) -> str:
 
 def _register_commands() -> None:
     """Commands that live in their own modules (imported here to keep main.py small)."""
-    from . import audit, dlq, migrate, queues, serve
+    from . import (
+        audit,
+        dlq,
+        migrate,
+        queues,
+        record,
+        redrive,
+        retention,
+        schedules,
+        serve,
+        webhooks,
+    )
 
     main.add_command(queues.queues)
+    main.add_command(schedules.schedules)
     main.add_command(dlq.dlq)
     main.add_command(serve.serve)
     main.add_command(migrate.migrate)
+    main.add_command(record.record)
+    main.add_command(webhooks.webhooks)
+    main.add_command(redrive.redrive)
+    main.add_command(redrive.health)
+    main.add_command(redrive.alerts)
+    main.add_command(retention.retention)
     main.add_command(audit.audit)
 
 

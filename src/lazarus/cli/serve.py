@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import logging
 import os
 import secrets
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from .._connection import DEFAULT_URL
+from ._record_options import endpoints, record_url_option, webhook_options
+
+if TYPE_CHECKING:
+    from ..webhooks import WebhookEndpoint
 
 WILDCARDS = frozenset({"0.0.0.0", "::", "[::]"})
 
@@ -97,6 +105,10 @@ def allowed(host: str, extra: tuple[str, ...]) -> list[str]:
     hidden=True,
     help="Honour the OJS conformance suite's test directives (tests only).",
 )
+@record_url_option(required=False)
+@webhook_options
+@click.option("--link-base", envvar="LAZARUS_PUBLIC_URL", default=None,
+              help="This server's public URL, for links in webhooks.")  # fmt: skip
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -114,8 +126,15 @@ def serve(
     docs: bool,
     dead_letter_queue: str,
     ojs_test_hooks: bool,
+    record_url: str | None,
+    webhook_url: str | None,
+    webhook_secret: str | None,
+    webhook_events: str,
+    webhooks_file: str | None,
+    link_base: str | None,
 ) -> None:
-    """Serve the HTTP API and the dashboard with uvicorn until SIGTERM or SIGINT.
+    """Serve the HTTP API and the dashboard with uvicorn until SIGTERM or SIGINT; with a
+    record or webhooks configured, export and deliver the dead letter outbox beside it.
 
     Every route but /health needs a token. With none configured, a random one is made and
     printed with a sign-in link."""
@@ -136,11 +155,13 @@ def serve(
         click.echo("warning: --token on the command line is visible to every user of this "
                    "machine (ps); set LAZARUS_API_TOKEN instead", err=True)  # fmt: skip
     try:
+        hooks = endpoints(webhook_url, webhook_secret, webhook_events, webhooks_file)
         app = create_app(
             connection=redis_url, prefix=prefix, token=single, tokens=named,
             auth=not insecure_no_auth, allowed_hosts=allowed(host, allowed_host),
             max_body_bytes=max_body_bytes, docs=docs, dead_letter_queue=dead_letter_queue,
-            ojs_test_hooks=ojs_test_hooks,
+            ojs_test_hooks=ojs_test_hooks, record=record_url,
+            drainers=_drainers(redis_url, prefix, record_url, hooks, link_base),
         )  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise click.BadParameter(str(exc)) from None
@@ -153,3 +174,31 @@ def serve(
         click.echo(f"No token configured; this run's token (every right): {generated}")
         click.echo(f"Sign in: http://{shown}:{port}/dashboard/login?token={generated}")
     run(app, host=host, port=port, max_connections=max_connections, header_timeout=header_timeout)
+
+
+def _drainers(
+    redis_url: str, prefix: str, record_url: str | None, hooks: list[WebhookEndpoint],
+    link_base: str | None,
+) -> list[Callable[[asyncio.Event], Awaitable[None]]]:  # fmt: skip
+    """The outbox drainer the server runs in the background, when anything is configured."""
+    if record_url is None and not hooks:
+        return []
+
+    async def run(stop: asyncio.Event) -> None:
+        from .._connection import connect
+        from ..record import open_database
+        from ..record.service import drain
+
+        redis = connect(redis_url)
+        db = open_database(record_url) if record_url else None
+        try:
+            await drain(redis, stop, db=db, endpoints=hooks, prefix=prefix, link_base=link_base)
+        except Exception:
+            logging.getLogger("lazarus.record").exception("the outbox drainer stopped")
+            raise
+        finally:
+            if db is not None:
+                await db.close()
+            await redis.aclose()
+
+    return [run]

@@ -13,14 +13,14 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ..errors import JobNotFoundError, LazarusError, NotADeadLetterError
+from ..errors import JobNotFoundError, JobStateError, LazarusError, NotADeadLetterError
 from .filters import FilterForm, Where
 from .render import query
 from .routing import SignedInRoute, find_queue, no_such
 from .security import flash_params
 
 router = APIRouter(
-    prefix="/dashboard/queues/{name}", route_class=SignedInRoute, include_in_schema=False
+    prefix="/dashboard/queues/{name:path}", route_class=SignedInRoute, include_in_schema=False
 )
 
 
@@ -51,6 +51,8 @@ def _gone(job_id: str, exc: Exception) -> str:
         return f"Dead letter {job_id} is gone: someone replayed or deleted it first."
     if isinstance(exc, NotADeadLetterError):
         return f"Job {job_id} is not a dead letter; it was left as it is."
+    if isinstance(exc, JobStateError):
+        return f"Dead letter {job_id} cannot be replayed now: someone replayed it first?"
     return f"Could not handle {job_id}: {exc}"
 
 
@@ -62,7 +64,7 @@ async def replay(request: Request, name: str, job_id: str) -> Response:
         return no_such(request, f"There is no queue called {name!r}.")
     fields = await form_fields(request)
     try:
-        new_id = await queue.replay_dead_letter(job_id)
+        new_id = await queue.replay_dead_letter(job_id, actor="operator:dashboard")
     except (LazarusError, ValueError) as exc:
         return back_to_list(request, name, fields, _gone(job_id, exc), error=True)
     return back_to_list(request, name, fields, f"Replayed dead letter {job_id} as job {new_id}.")

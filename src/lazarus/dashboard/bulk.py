@@ -55,7 +55,7 @@ def parse_rate(text: str) -> float | None:
     return rate
 
 
-@router.get("/queues/{name}/bulk/{action}")
+@router.get("/queues/{name:path}/bulk/{action}")
 async def confirm_bulk(request: Request, name: str, action: str) -> Response:
     """The confirmation page: the filter, and how many dead letters match it when the store
     counts them without a scan (or when ``count=1`` asks)."""
@@ -80,7 +80,7 @@ async def confirm_bulk(request: Request, name: str, action: str) -> Response:
     return render(request, "bulk_confirm.html", context)
 
 
-@router.post("/queues/{name}/bulk/{action}")
+@router.post("/queues/{name:path}/bulk/{action}")
 async def start_bulk(request: Request, name: str, action: str) -> Response:
     """Start replaying or purging every dead letter that matches the posted filter, in the
     background; then show its progress."""

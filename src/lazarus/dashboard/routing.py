@@ -56,6 +56,15 @@ def find_queue(request: Request, name: str) -> Queue | None:
         return None
 
 
+async def existing_queue(request: Request, name: str) -> Queue | None:
+    """The queue called ``name`` if it exists (a job was added or a worker started on it),
+    else ``None``: a mistyped address gets a "no such queue" page, not an empty one."""
+    queue = find_queue(request, name)
+    if queue is None or not await queue.client.sismember(queue.keys.registry, name):
+        return None
+    return queue
+
+
 def _finish(request: Request, response: Response) -> Response:
     for header, text in HEADERS.items():
         response.headers.setdefault(header, text)

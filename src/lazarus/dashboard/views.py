@@ -18,11 +18,21 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..dead_letter import DeadLetterFilter
-from . import actions, audit, bulk, public
+from . import (
+    actions,
+    audit,
+    bulk,
+    health,
+    public,
+    queue_actions,
+    queue_pages,
+    status_actions,
+    webhooks,
+)
 from .filters import LIMITS, MAX_FIELD, REASONS, STATUSES, FilterForm, Where
 from .paging import Paged, Search, fetch
 from .render import rate_chart, render, segment
-from .routing import SignedInRoute, find_queue, no_such
+from .routing import SignedInRoute, existing_queue, no_such
 from .security import operators
 
 RATE_MINUTES = 60
@@ -85,11 +95,11 @@ async def _list(
     return render(request, "dead_letters.html", context)
 
 
-@pages.get("/queues/{name}/dead-letters")
+@pages.get("/queues/{name:path}/dead-letters")
 async def dead_letters(request: Request, name: str) -> Response:
     """The dead letters of ``name`` that match the filter form, newest first, a page at a
     time, with "Newer" and "Older" links that carry cursors."""
-    queue = find_queue(request, name)
+    queue = await existing_queue(request, name)
     if queue is None:
         return no_such(request, f"There is no queue called {name!r}.")
     return await _list(request, name, queue.search_dead_letters, queue.count_dead_letters,
@@ -126,10 +136,13 @@ async def find(request: Request) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
-@pages.get("/queues/{name}/dead-letters/{job_id}")
+LOG_LINES_SHOWN = 200  # the newest lines of a dead letter's logs on its page
+
+
+@pages.get("/queues/{name:path}/dead-letters/{job_id}")
 async def dead_letter(request: Request, name: str, job_id: str) -> Response:
     """One dead letter: payload, ``_dlqMeta``, every attempt, and Replay / Delete forms."""
-    queue = find_queue(request, name)
+    queue = await existing_queue(request, name)
     if queue is None:
         return no_such(request, f"There is no queue called {name!r}.")
     try:
@@ -142,13 +155,19 @@ async def dead_letter(request: Request, name: str, job_id: str) -> Response:
         FilterForm.from_query(request.query_params),
         Where.from_query(request.query_params),
     )
-    context = {"name": name, "job": job, "form": form, "where": where}
+    logs = await queue.get_job_logs(job.id, -LOG_LINES_SHOWN, -1)
+    context = {"name": name, "job": job, "form": form, "where": where, "logs": logs}
     return render(request, "dead_letter.html", context)
 
 
 router = APIRouter(include_in_schema=False)
 router.include_router(public.router)
 router.include_router(pages)
+router.include_router(webhooks.router)
 router.include_router(actions.router)
+router.include_router(status_actions.router)
 router.include_router(bulk.router)
 router.include_router(audit.router)
+router.include_router(health.router)
+router.include_router(queue_actions.router)
+router.include_router(queue_pages.router)  # last: its /queues/{name:path} matches the most

@@ -10,14 +10,19 @@ purge and statistics over it. Every operation on one queue is a method of ``Queu
 
 Modules: ``filters`` (what to match), ``store`` (counts and indexes read directly),
 ``search`` (bounded walks and cursors), ``replay`` (moving given dead letters), ``bulk``
-(cursor-driven bulk operations), ``stats``, ``view`` (all queues) and ``mixin`` (the methods
-of ``Queue``).
+(cursor-driven bulk operations), ``stats``, ``lifecycle`` (statuses, their checks and
+settling), ``retention`` (policies and pruning), ``health`` (measures from counters and
+indexes), ``leadership`` and ``pruner`` (one process at a time for periodic duties), ``view``
+(all queues), and the methods of ``Queue``: ``mixin`` (inspection and search), ``moves``
+(replay and purge), ``actions`` (status changes) and ``upkeep`` (retention and health).
 """
 
 from ..errors import ErrorCode
 from .bulk import Progress
 from .filters import DeadLetterFilter, DeadLetterStatus
+from .health import DeadLetterHealth
 from .mixin import DeadLetterMixin
+from .retention import RetentionPolicy, StatusRetention
 from .search import DeadLetterPage
 from .stats import DeadLetterCounters, DeadLetterStats
 from .store import DeadLetterQueueOptions
@@ -26,6 +31,7 @@ from .view import DeadLetterView
 __all__ = [
     "DeadLetterCounters",
     "DeadLetterFilter",
+    "DeadLetterHealth",
     "DeadLetterMixin",
     "DeadLetterPage",
     "DeadLetterQueueOptions",
@@ -34,4 +40,6 @@ __all__ = [
     "DeadLetterView",
     "ErrorCode",
     "Progress",
+    "RetentionPolicy",
+    "StatusRetention",
 ]

@@ -30,6 +30,11 @@ class DeadLetterStatus(str, enum.Enum):
         return self.value
 
 
+# The statuses whose dead letters still wait for a decision: what a filter without a status
+# covers (and seed 000's get_dead_letter_count / get_dead_letter_jobs). The others
+# (processing, resolved, archived) are the store's history, reached by asking for them.
+LIVE_STATUSES = ("pending", "manual", "failed")
+
 # The indexed fields, in the order the store's scripts use: (code, filter field name).
 INDEXED = (
     ("q", "source_queue"),
@@ -63,7 +68,9 @@ class DeadLetterFilter:
 
     Exact and indexed (answered from the store's indexes, counted without reading entries):
     ``source_queue``, ``name``, ``error_type`` (the exception class name), ``reason`` and
-    ``status``. Ranges, also from the indexes: ``name_prefix`` (a prefix of the job name) and
+    ``status`` (without one, the live statuses: ``pending``, ``manual`` and ``failed``;
+    ``processing``, ``resolved`` and ``archived`` dead letters are reached by asking for
+    their status). Ranges, also from the indexes: ``name_prefix`` (a prefix of the job name) and
     ``since`` / ``until`` (when the job was dead-lettered: ms since the epoch, or an aware
     datetime, both inclusive). Substring searches, read from the entries in bounded steps:
     ``failed_reason`` (case-insensitive literal substring of the last failure's message) and
@@ -139,9 +146,9 @@ class DeadLetterFilter:
         )
 
     def query_args(self) -> list[str]:
-        """ARGV[7..16] of query_dead_letters."""
+        """ARGV[7..16] of query_dead_letters (without a status: any live one)."""
         low, high = self.score_range()
-        exact = self.exact()
+        exact = {"s": ",".join(LIVE_STATUSES), **self.exact()}
         return [
             "" if low == "-inf" else str(low),
             "" if high == "+inf" else str(high),

@@ -1,6 +1,6 @@
-"""The dead letter methods of :class:`~lazarus.Queue`: inspection, search, replay, purge and
-statistics over the queue's dead letter store. Each method is a thin shell over the modules
-of this package."""
+"""The dead letter methods of :class:`~lazarus.Queue`: inspection, search and statistics over
+the queue's dead letter store (replay and purge are in :mod:`.moves`, status changes in
+:mod:`.actions`). Each method is a thin shell over the modules of this package."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING
 
 from .. import _scripts
 from .._connection import reports_unavailable
-from .._keys import QueueKeys, validate_job_id, validate_name
-from ..errors import ErrorCode, JobNotFoundError, NotADeadLetterError, error_for_code
+from .._keys import QueueKeys, validate_job_id
+from ..errors import ErrorCode
 from ..job import Job
-from . import bulk, replay, search, stats, store
+from . import bulk, search, stats, store
+from .actions import DeadLetterActionsMixin
 from .filters import DeadLetterFilter, check_filter
+from .moves import DeadLetterMovesMixin
 from .search import DeadLetterPage, Order, Position
+from .upkeep import DeadLetterUpkeepMixin
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
 MIGRATE_BATCH = 50
 
 
-class DeadLetterMixin:
+class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUpkeepMixin):
     """The dead-letter half of :class:`~lazarus.Queue`."""
 
     name: str
@@ -172,139 +175,6 @@ class DeadLetterMixin:
     async def get_dead_letter_counters(self) -> stats.DeadLetterCounters:
         """Running totals kept by this dead letter queue since it was created."""
         return await stats.counters(self._client, self.keys)
-
-    # -- replay ----------------------------------------------------------------------------
-
-    @reports_unavailable
-    async def replay_dead_letter(
-        self,
-        job_id: str,
-        *,
-        attempts: int | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-    ) -> str:
-        """Replay one dead letter into its source queue (or ``queue``); returns the new job's id.
-
-        The new job has the original payload and options (``attempts`` and ``priority`` may
-        be changed), no attempts made, and ``replay_count`` one higher. Raises
-        :class:`JobNotFoundError` when the dead letter is gone (another client replayed or
-        purged it first) and :class:`NotADeadLetterError` for a job without dead-letter
-        metadata, which is left as it is.
-        """
-        validate_job_id(job_id)
-        if queue is not None:
-            validate_name(queue, "queue")
-        source = await self._client.hget(self.keys.job(job_id), "dlq:sourceQueue")
-        if source is None:
-            if await self._client.exists(self.keys.job(job_id)):
-                raise NotADeadLetterError(f"job {job_id!r} in {self.name!r} is not a dead letter")
-            raise JobNotFoundError(f"no dead letter {job_id!r} in {self.name!r}")
-        target = queue if queue is not None else _text(source)
-        override = replay.KEEP
-        if attempts is not None or priority is not None:
-            override = await replay.overridden_options(
-                self._client, self.keys, job_id, attempts, priority
-            )
-        ((new_id, result),) = await replay.replay(
-            self._client, self.keys, self.max_events, target, [(job_id, override)]
-        )
-        if isinstance(result, int):
-            raise error_for_code(result, f"replay dead letter {job_id!r}")
-        return new_id
-
-    @reports_unavailable
-    async def replay_all_dead_letters(
-        self,
-        filter: DeadLetterFilter | None = None,
-        *,
-        batch_size: int = bulk.DEFAULT_BATCH,
-        on_progress: bulk.Progress | None = None,
-        rate: float | None = None,
-        dry_run: bool = False,
-    ) -> int:
-        """Replay every dead letter that matches ``filter`` into its source queue; returns how
-        many were replayed (with ``dry_run``, how many would be).
-
-        A cursor walk over the matches that had arrived when the call began, oldest first,
-        ``batch_size`` per script call: none is skipped or replayed twice, whatever runs
-        beside it. ``on_progress(done)`` is called after each batch (it may be async);
-        ``rate`` caps the dead letters replayed per second.
-        """
-        registered: set[str] = set()  # target queues registered by this run already
-        return await self._bulk(
-            filter, lambda matches: self._replay_batch(matches, registered),
-            batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
-        )  # fmt: skip
-
-    async def _bulk(
-        self,
-        filter: DeadLetterFilter | None,
-        act: bulk.Act,
-        *,
-        batch_size: int,
-        on_progress: bulk.Progress | None,
-        rate: float | None,
-        dry_run: bool,
-    ) -> int:
-        """Check a bulk operation's arguments, then count (dry run) or act on the matches."""
-        flt, batch = check_filter(filter), bulk.check_batch(batch_size)
-        limit = bulk.check_rate(rate)
-        if dry_run:
-            return await bulk.count_matches(self._client, self.keys, flt)
-        return await bulk.run(
-            self._client, self.keys, flt, act,
-            batch_size=batch, on_progress=on_progress, rate=limit,
-        )  # fmt: skip
-
-    async def _replay_batch(
-        self, matches: list[tuple[str, str]], registered: set[str] | None = None
-    ) -> int:
-        by_source: dict[str, list[tuple[str, replay.Override]]] = {}
-        for dl_id, source in matches:
-            by_source.setdefault(source, []).append((dl_id, replay.KEEP))
-        done = 0
-        for source, items in by_source.items():
-            results = await replay.replay(
-                self._client, self.keys, self.max_events, source, items,
-                register=registered is None or source not in registered,
-            )  # fmt: skip
-            if registered is not None:
-                registered.add(source)
-            done += sum(1 for _, r in results if isinstance(r, str))
-        return done
-
-    # -- purge -----------------------------------------------------------------------------
-
-    @reports_unavailable
-    async def purge_dead_letter(self, job_id: str) -> None:
-        """Delete one dead letter; raises :class:`JobNotFoundError` if it is gone."""
-        validate_job_id(job_id)
-        (result,) = await replay.purge(self._client, self.keys, self.max_events, [job_id])
-        if result != 1:
-            raise error_for_code(result, f"purge dead letter {job_id!r}")
-
-    @reports_unavailable
-    async def purge_dead_letters(
-        self,
-        filter: DeadLetterFilter | None = None,
-        *,
-        batch_size: int = bulk.DEFAULT_BATCH,
-        on_progress: bulk.Progress | None = None,
-        rate: float | None = None,
-        dry_run: bool = False,
-    ) -> int:
-        """Delete every dead letter that matches ``filter``, batch by batch, as
-        :meth:`replay_all_dead_letters` walks; returns the count."""
-        return await self._bulk(
-            filter, self._purge_batch,
-            batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
-        )  # fmt: skip
-
-    async def _purge_batch(self, matches: list[tuple[str, str]]) -> int:
-        ids = [dl_id for dl_id, _ in matches]
-        results = await replay.purge(self._client, self.keys, self.max_events, ids)
-        return sum(1 for r in results if r == 1)
 
     # -- upgrading -------------------------------------------------------------------------
 

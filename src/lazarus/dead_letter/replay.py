@@ -9,15 +9,36 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _codec, _scripts
 from .._connection import now_ms
-from .._keys import QueueKeys
+from .._keys import QueueKeys, validate_name
 from ..job import MAX_PRIORITY, JobOptions
+from .lifecycle import check_actor, check_note
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-# Options of a replay that change the original ones: opts JSON, priority, attempts ('' keeps).
+# What a replay changes of the original: opts JSON, priority, attempts, payload ('' keeps).
 Override = list[str]
-KEEP: Override = ["", "", ""]
+KEEP: Override = ["", "", "", ""]
+DEFAULT_ACTOR = "operator:unnamed"
+UNCHANGED: Any = object()  # replay keeps the payload (None is a payload: JSON null)
+
+
+@dataclasses.dataclass(frozen=True)
+class Replayer:
+    """Who replays, and why: recorded in each replayed dead letter's timeline."""
+
+    actor: str = DEFAULT_ACTOR
+    note: str = ""
+    rule: str = ""
+
+    def args(self) -> list[str]:
+        return [self.actor, self.note, self.rule]
+
+
+def check_replayer(actor: object, note: object, rule: object) -> Replayer:
+    """Who replays, checked: raises naming ``actor``, ``note`` or ``rule``."""
+    rule_name = "" if rule is None else validate_name(rule, "rule")
+    return Replayer(check_actor(actor), check_note(note), rule_name)
 
 
 async def overridden_options(
@@ -34,7 +55,7 @@ async def overridden_options(
     if changed.priority > MAX_PRIORITY:
         raise ValueError(f"priority must be at most {MAX_PRIORITY}")
     return [_codec.encode(changed.to_dict(), field="opts"), str(changed.priority),
-            str(changed.attempts)]  # fmt: skip
+            str(changed.attempts), ""]  # fmt: skip
 
 
 async def replay(
@@ -46,11 +67,13 @@ async def replay(
     *,
     register: bool = True,
     new_ids: list[str] | None = None,
+    by: Replayer | None = None,
 ) -> list[tuple[str, str | int]]:
     """Replay ``(dead letter id, override)`` items into queue ``target``: for each, the new
     job's id and the state it entered, or an error code. ``register=False`` when the caller
-    registered ``target`` already (a bulk run, once per target). ``new_ids`` names the new
-    jobs (one per item; by default fresh ids), e.g. to give a job its original id back."""
+    registered ``target`` already (a bulk run, once per target); ``by`` says who replays.
+    ``new_ids`` names the new jobs (one per item; by default fresh ids), e.g. to give a job
+    its original id back."""
     target_keys = QueueKeys(keys.prefix, target)
     # Registered first: the registry is another key (another slot on a cluster), and a write
     # after the script could fail after the replay happened. Adding a name twice is harmless.
@@ -61,7 +84,7 @@ async def replay(
     elif len(new_ids) != len(items):
         raise ValueError(f"new_ids must have one id per item ({len(items)}), got {len(new_ids)}")
     script_keys = [keys.dl, keys.events, keys.meta, *target_keys.group]
-    args: list[Any] = [now_ms(), max_events, target]
+    args: list[Any] = [now_ms(), max_events, target, keys.queue, *(by or Replayer()).args()]
     for (dl_id, override), new_id in zip(items, new_ids):
         script_keys += [keys.job(dl_id), target_keys.job(new_id)]
         args += [dl_id, new_id, *override]
@@ -69,10 +92,15 @@ async def replay(
     return [(new_id, _result(r)) for new_id, r in zip(new_ids, results)]
 
 
-async def purge(client: Redis, keys: QueueKeys, max_events: int, ids: list[str]) -> list[int]:
-    """Purge the dead letters ``ids``: 1 for each purged, else an error code."""
+async def purge(
+    client: Redis, keys: QueueKeys, max_events: int, ids: list[str], statuses: str = ""
+) -> list[int]:
+    """Purge the dead letters ``ids`` (only those in ``statuses``, comma-separated, when
+    given): 1 for each purged, else an error code."""
     script_keys = [keys.dl, keys.events, keys.meta, *(keys.job(i) for i in ids)]
-    results = await _scripts.load("purge_dead_letters")(client, script_keys, [max_events, *ids])
+    results = await _scripts.load("purge_dead_letters")(
+        client, script_keys, [max_events, statuses, *ids]
+    )
     return [int(r) for r in results]
 
 

@@ -68,11 +68,16 @@ async def _ends(
     client: Redis, keys: QueueKeys, flt: DeadLetterFilter
 ) -> tuple[int | None, int | None]:
     exact = flt.exact()
-    if not flt.name_prefix and len(exact) <= 1:
+    held = await store.statuses(client, keys)
+    only_live = set(held) <= set(store.LIVE_STATUSES)  # then no status filter means any
+    if not flt.name_prefix and len(exact) <= 1 and (only_live or flt.status is not None):
         if exact:
             return await store.index_ends(client, [keys.dl_index(*next(iter(exact.items())))])
-        every = [keys.dl_index("s", s) for s in await store.statuses(client, keys)]
+        every = [keys.dl_index("s", s) for s in held]
         return await store.index_ends(client, every)
+    if not flt.name_prefix and not exact:
+        live = [keys.dl_index("s", s) for s in held if s in store.LIVE_STATUSES]
+        return await store.index_ends(client, live)
     ends: list[int | None] = []
     for order in ("oldest", "newest"):
         found: int | None = None

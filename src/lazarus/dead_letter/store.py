@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._keys import glob_escape, validate_name
-from .filters import INDEXED, DeadLetterFilter, combo_key
+from .filters import INDEXED, LIVE_STATUSES, DeadLetterFilter, combo_key
+
+__all__ = ["LIVE_STATUSES", "DeadLetterQueueOptions"]
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -28,9 +30,6 @@ if TYPE_CHECKING:
 # at most this many distinct combinations; beyond, they are made by a bounded walk.
 MAX_COMBINATIONS = 50_000
 ONE_READ = 1_000  # count hash fields HSCAN matches per call (a few ms of Redis at most)
-# The statuses whose dead letters still wait for a decision: what seed 000's count and pages
-# (get_dead_letter_count, get_dead_letter_jobs) cover.
-LIVE_STATUSES = ("pending", "manual", "failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,13 +95,19 @@ def parse_combination(field: str) -> tuple[str, ...]:
 
 
 def _selector(flt: DeadLetterFilter) -> Callable[[tuple[str, ...]], bool]:
-    """Whether a combination of values matches the exact filters and name prefix of ``flt``."""
+    """Whether a combination of values matches the exact filters and name prefix of ``flt``
+    (and, without a status filter, has a live status)."""
     exact = flt.exact()
     wanted = [(i, exact[code]) for i, (code, _) in enumerate(INDEXED) if code in exact]
     prefix = flt.name_prefix or ""
+    live = flt.status is None
 
     def selects(values: tuple[str, ...]) -> bool:
-        return all(values[i] == v for i, v in wanted) and values[1].startswith(prefix)
+        return (
+            all(values[i] == v for i, v in wanted)
+            and values[1].startswith(prefix)
+            and (not live or values[4] in LIVE_STATUSES)
+        )
 
     return selects
 
@@ -113,10 +118,20 @@ async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> 
     filters or a name prefix, too many distinct combinations)."""
     if flt.scans:
         return None
+    held = await statuses(client, keys)
+    if flt.status is None and not set(held) <= set(LIVE_STATUSES):
+        # Some dead letters are history (processing, resolved, archived): count each live
+        # status on its own.
+        parts = [
+            await exact_count(client, keys, dataclasses.replace(flt, status=s))
+            for s in LIVE_STATUSES
+            if s in held
+        ]
+        return None if None in parts else sum(p for p in parts if p is not None)
     exact = flt.exact()
     if not flt.name_prefix and len(exact) <= 1:
         if not exact:
-            return await count_in(client, keys, await statuses(client, keys), flt)
+            return await count_in(client, keys, held, flt)
         low, high = flt.score_range()
         return int(await client.zcount(keys.dl_index(*next(iter(exact.items()))), low, high))
     if flt.timed:

@@ -36,7 +36,18 @@ from ..errors import (
     LockLostError,
     NotADeadLetterError,
 )
-from . import all_dead_letters, audit, bulk, dead_letters, metrics, queues
+from . import (
+    all_dead_letters,
+    audit,
+    bulk,
+    dead_letters,
+    lifecycle,
+    metrics,
+    queues,
+    retry,
+    upkeep,
+    workers,
+)
 from ._deps import REDIS_DOWN, ApiError
 
 log = logging.getLogger("lazarus.http")
@@ -45,10 +56,14 @@ router = APIRouter()
 router.include_router(dead_letters.router, prefix="/api/dlq")
 router.include_router(all_dead_letters.router)
 router.include_router(bulk.router)
+router.include_router(lifecycle.router)
 router.include_router(queues.router)
+router.include_router(retry.router)
+router.include_router(workers.router)
 router.include_router(queues.health_router)
 router.include_router(metrics.router)
 router.include_router(audit.router)
+router.include_router(upkeep.router)
 
 _LIBRARY_ERRORS: list[tuple[type[LazarusError], int, str]] = [
     (JobNotFoundError, 404, "not_found"),

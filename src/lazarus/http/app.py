@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from redis.asyncio import Redis
@@ -13,6 +15,9 @@ from .. import __version__
 from ..operators import Operators
 from .auth import Credentials, Throttle
 from .guard import DEFAULT_MAX_BODY, LOOPBACK_HOSTS, Guard, GuardSettings
+
+if TYPE_CHECKING:
+    from ..record import Record
 
 
 def _credentials(token: str | None, tokens: Credentials | str | None) -> Credentials:
@@ -39,6 +44,8 @@ def create_app(
     docs: bool = False,
     dead_letter_queue: str | None = None,
     ojs_test_hooks: bool = False,
+    record: str | None = None,
+    drainers: Sequence[Any] = (),
 ) -> FastAPI:
     """Build the app.
 
@@ -54,6 +61,11 @@ def create_app(
     has passed. ``docs`` serves the interactive API documentation at ``/docs`` (it loads its
     scripts from a CDN; ``/openapi.json`` is served to viewers).
 
+    ``record`` (a record URL, see docs/record.md) makes ``/api/v1/dead-letter`` answer from
+    the record; ``drainers`` are coroutine functions ``f(stop_event)`` the app runs in the
+    background while it serves (``lazarus serve`` passes the record exporter and webhook
+    deliverer).
+
     The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
     the bulk operations it runs in the background (``app.state.bulk``); both are closed when
     the app shuts down (its lifespan), which stops running bulk operations.
@@ -65,6 +77,7 @@ def create_app(
     from ..dashboard.views import router as dashboard_router
     from ..ojs import DEFAULT_DEAD_LETTER_QUEUE
     from ..ojs import mount as mount_ojs
+    from . import dead_letter_v1
     from ._deps import GUARD_ERRORS
     from .api import install_error_handlers
     from .api import router as api_router
@@ -77,14 +90,23 @@ def create_app(
         raise ValueError(f"session_ttl: must be 60 s to 30 days, not {session_ttl}")
     ops = Operators(connection=connection, prefix=prefix)
     bulk = BulkOperations(ops)
+    recorded = _open_record(record, ops)
     ojs_upkeep = None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         assert ojs_upkeep is not None
+        if recorded is not None:
+            await recorded.check()  # refuse to start on a record behind this lazarus
+        stop = asyncio.Event()
+        background = [asyncio.create_task(drain(stop)) for drain in drainers]
         async with ojs_upkeep:
             yield
+        stop.set()
+        await asyncio.gather(*background, return_exceptions=True)
         await bulk.close()  # first: a stopped operation records that it stopped
+        if recorded is not None:
+            await recorded.close()
         await ops.close()
 
     app = FastAPI(
@@ -101,8 +123,10 @@ def create_app(
     app.state.audit = AuditTrail(ops.client, ops.prefix)
     app.state.session_ttl = session_ttl
     app.state.flash_key = secrets.token_bytes(32)
+    app.state.record = recorded
     install_error_handlers(app)
     app.include_router(api_router, responses=GUARD_ERRORS)
+    app.include_router(dead_letter_v1.router, responses=GUARD_ERRORS)
     app.include_router(dashboard_router)
     ojs_upkeep = mount_ojs(
         app, ops, dead_letter_queue=dead_letter_queue or DEFAULT_DEAD_LETTER_QUEUE,
@@ -135,3 +159,11 @@ def _guard_settings(
     hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
     throttle = Throttle(limit=failed_tokens_per_minute, window=60.0)
     return GuardSettings(credentials, auth, hosts, max_body_bytes, throttle)
+
+
+def _open_record(url: str | None, ops: Operators) -> Record | None:
+    if url is None:
+        return None
+    from ..record import Record
+
+    return Record(url, connection=ops.client, prefix=ops.prefix)

@@ -185,7 +185,7 @@ async def retry_dead_letter(
     attempts = changes.retry.max_attempts if changes.retry is not None else None
     try:
         new_id = await queue.replay_dead_letter(
-            id, attempts=attempts, priority=changes.priority, queue=target
+            id, attempts=attempts, priority=changes.priority, queue=target, actor="operator:api"
         )
     except (TypeError, ValueError) as exc:
         raise ApiError(422, "invalid_parameter", str(exc)) from None

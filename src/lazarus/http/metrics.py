@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from .._connection import now_ms
-from ..dead_letter import DeadLetterCounters
+from ..dead_letter import DeadLetterCounters, DeadLetterHealth
 from ..operators import Operators, QueueSummary
 from ._deps import ERRORS, Ops
 
@@ -33,6 +33,7 @@ class Snapshot:
     summaries: list[QueueSummary]
     counters: dict[str, DeadLetterCounters]
     taken_at: int
+    health: dict[str, DeadLetterHealth] = dataclasses.field(default_factory=dict)
 
 
 async def take_snapshot(ops: Operators) -> Snapshot:
@@ -40,7 +41,8 @@ async def take_snapshot(ops: Operators) -> Snapshot:
     summaries = await ops.summaries()
     dlqs = [s.name for s in summaries if s.is_dead_letter_queue]
     counters = await asyncio.gather(*(ops.queue(n).get_dead_letter_counters() for n in dlqs))
-    return Snapshot(summaries, dict(zip(dlqs, counters)), now_ms())
+    health = await asyncio.gather(*(ops.queue(n).get_dead_letter_health() for n in dlqs))
+    return Snapshot(summaries, dict(zip(dlqs, counters)), now_ms(), dict(zip(dlqs, health)))
 
 
 class LazarusCollector(Collector):
@@ -56,7 +58,9 @@ class LazarusCollector(Collector):
         snap = self.snapshot
         if snap is None:
             return []
-        return [*self._queue_metrics(snap), *self._counter_metrics(snap)]
+        return [
+            *self._queue_metrics(snap), *self._counter_metrics(snap), *_health_metrics(snap)
+        ]  # fmt: skip
 
     @staticmethod
     def _queue_metrics(snap: Snapshot) -> list[Metric]:
@@ -96,6 +100,46 @@ class LazarusCollector(Collector):
             replayed.add_metric([name], c.replayed)
             purged.add_metric([name], c.purged)
         return [dead, replayed, purged]
+
+
+# Gauges of each dead letter queue's health (lazarus.redrive.alerts names them in its rules).
+_HEALTH_GAUGES = (
+    ("lazarus_dlq_ingestion_per_minute", "ingestion_per_minute",
+     "Dead letters arriving per minute (mean of the last 5 minutes)."),
+    ("lazarus_dlq_backlog", "backlog", "Dead letters pending a decision."),
+    ("lazarus_dlq_resolution_rate", "resolution_rate",
+     "Share of the dead letters that reached an end and were resolved."),
+    ("lazarus_dlq_time_in_dlq_mean_seconds", "time_in_dlq_mean",
+     "Mean age of the dead letters waiting for a decision."),
+    ("lazarus_dlq_time_in_dlq_p95_seconds", "time_in_dlq_p95",
+     "95th percentile age of the dead letters waiting for a decision."),
+    ("lazarus_dlq_replay_success_rate", "replay_success_rate",
+     "Share of the redriver's replays that did not come back."),
+)  # fmt: skip
+
+
+def _health_metrics(snap: Snapshot) -> list[Metric]:
+    """The health gauges of each dead letter queue; a share with nothing to measure yet is
+    left out rather than reported as 0."""
+    gauges = [(_gauge(name, doc, "queue"), field) for name, field, doc in _HEALTH_GAUGES]
+    statuses = _gauge("lazarus_dlq_dead_letters_by_status", "Dead letters by status.",
+                      "queue", "status")  # fmt: skip
+    errors = _gauge("lazarus_dlq_error_types", "Dead letters by error type.",
+                    "queue", "error_type")  # fmt: skip
+    pruned = CounterMetricFamily("lazarus_dlq_pruned", "Dead letters pruned by retention.",
+                                 labels=["queue", "action"])  # fmt: skip
+    for name, health in sorted(snap.health.items()):
+        for gauge, field in gauges:
+            value = getattr(health, field)
+            if value is not None:
+                gauge.add_metric([name], value)
+        for status, count in health.by_status.items():
+            statuses.add_metric([name, status], count)
+        for error_type, count in health.error_types.items():
+            errors.add_metric([name, error_type], count)
+        pruned.add_metric([name, "delete"], health.pruned_deleted)
+        pruned.add_metric([name, "archive"], health.pruned_archived)
+    return [*(g for g, _ in gauges), statuses, errors, pruned]
 
 
 def _gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:

@@ -18,7 +18,7 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, cast
 
 from .._connection import now_ms
@@ -194,7 +194,7 @@ class BulkOperations:
                 nonlocal current
                 current = await self._update(current, done=done)
 
-            call = queue.replay_all_dead_letters
+            call: Callable[..., Awaitable[int]] = queue.replay_all_dead_letters
             if operation.action == "purge":
                 call = queue.purge_dead_letters
             done = await call(

@@ -61,6 +61,13 @@ class DeadLetterMeta(BaseModel):
     attempts: list[AttemptOut]
     replayCount: int
     status: str
+    statusAt: int | None = None
+    timeline: list[dict[str, Any]] = []
+    lastReplayedAt: int | None = None
+    replayedBy: str | None = None
+    replayRule: str | None = None
+    replayJobId: str | None = None
+    replayQueue: str | None = None
 
 
 class DeadLetterOut(BaseModel):

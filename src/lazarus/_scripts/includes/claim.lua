@@ -20,11 +20,25 @@ local function claimed_reply(key, id, token)
   return reply
 end
 
+-- The queue's rate limit (meta 'limiter:max' and 'limiter:duration'): at most max claims per
+-- window of duration ms, across every worker. The window's count is the STRING
+-- '<prefix>:{<queue>}:limiter', which expires with the window (derived from meta: the same
+-- hash tag). limited_until is the end of the window (ms) once a claim of this call was
+-- refused by the limit, else -1: next_due reports it, so the worker waits until then.
+local limited_until = -1
+
 -- claim_next(q, now, token_base, lock_ms, maxlen): move the next job (waiting first, then by
 -- priority) to active under a lease and return {id, token, field, value, ...}, or false when
--- the queue is paused or empty. Wakes another idle worker when more jobs are ready.
+-- the queue is paused, empty or at its rate limit. Wakes another idle worker when more jobs
+-- are ready.
 local function claim_next(q, now, token_base, lock_ms, maxlen)
-  if redis.call('HEXISTS', q.meta, 'paused') == 1 then return false end
+  local meta = redis.call('HMGET', q.meta, 'paused', 'limiter:max', 'limiter:duration')
+  if meta[1] then return false end
+  local limiter = meta[2] and (string.sub(q.meta, 1, -5) .. 'limiter')
+  if limiter and tonumber(redis.call('GET', limiter) or '0') >= tonumber(meta[2]) then
+    limited_until = now + math.max(redis.call('PTTL', limiter), 0)
+    return false
+  end
   while true do
     local id = redis.call('RPOP', q.wait)
     if not id then
@@ -33,7 +47,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
         -- A worker on a dead letter queue takes its pending dead letters, oldest first.
         popped = redis.call('ZRANGE', q.dl .. 'i:s:pending', 0, 0)
         if #popped == 0 then return false end
-        store_remove(q.dl, popped[1], q.job_prefix .. popped[1])
+        store_remove(q.dl, popped[1], q.job_prefix .. popped[1], 'claimed', now)
       end
       id = popped[1]
     end
@@ -45,6 +59,9 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       local token = token_base .. ':' .. started
       redis.call('HSET', key, 'lockToken', token, 'processedOn', now)
       redis.call('ZADD', q.leases, now + lock_ms, id)
+      if limiter and redis.call('INCR', limiter) == 1 then
+        redis.call('PEXPIRE', limiter, meta[3])
+      end
       emit(q.events, maxlen, 'active', 'jobId', id)
       if redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0
           or redis.call('ZCARD', q.dl .. 'i:s:pending') > 0 then
@@ -55,9 +72,11 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
   end
 end
 
--- next_due(q): the due time of the earliest delayed job, or -1.
+-- next_due(q): the due time of the earliest delayed job, or -1; or the end of the rate
+-- limit's window when that comes first and a claim of this call met the limit.
 local function next_due(q)
   local first = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
-  if #first == 0 then return -1 end
-  return tonumber(first[2])
+  local due = #first == 0 and -1 or tonumber(first[2])
+  if limited_until >= 0 and (due < 0 or limited_until < due) then return limited_until end
+  return due
 end

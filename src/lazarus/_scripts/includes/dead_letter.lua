@@ -1,4 +1,6 @@
 -- @include store
+-- @include dedup
+-- @include job_logs
 -- count_dead_letter(meta, now, reason, source_name): keep the dead letter queue's counters in
 -- its meta hash: 'count:deadLettered:<reason>:<source queue>' and per-minute buckets
 -- 'rate:<minute>' for the last two hours (older buckets go when a new minute starts).
@@ -13,16 +15,92 @@ local function count_dead_letter(meta, now, reason, source_name)
   end
 end
 
+-- json_concat(key, field, array): append the elements of the JSON array text `array` to the
+-- JSON array in hash field `field`, without decoding either.
+local function json_concat(key, field, array)
+  if not array or array == '' or array == '[]' then return end
+  local current = redis.call('HGET', key, field)
+  if not current or current == '' or current == '[]' then
+    redis.call('HSET', key, field, array)
+  else
+    redis.call('HSET', key, field, string.sub(current, 1, -2) .. ',' .. string.sub(array, 2))
+  end
+end
+
+-- DEFAULT_MAX_REPLAYS: replays of one dead letter before a failing replay makes it 'failed',
+-- unless the dead letter queue's meta hash sets 'maxReplays'.
+local DEFAULT_MAX_REPLAYS = 5
+
+-- replay_record(src, id, dlq, dlq_name): the hash key and id of the dead letter that job `id`
+-- of src is a replay of, when that dead letter is in dlq (named dlq_name), still waits for
+-- this very job (status processing, dlq:replayJob = id); else nil. Its key is built from the
+-- store prefix, in the dead letter queue's own hash tag, as a job id is appended to a prefix.
+local function replay_record(src, id, dlq, dlq_name)
+  local f = redis.call('HMGET', src.job_prefix .. id, 'replayOf', 'replayDlq')
+  if not f[1] or f[2] ~= dlq_name then return nil end
+  local rec_key = string.sub(dlq.dl, 1, -4) .. 'job:' .. f[1]
+  local rec = redis.call('HMGET', rec_key, 'dlq:replayJob', 'dlq:status')
+  if rec[1] ~= id or rec[2] ~= 'processing' then return nil end
+  return rec_key, f[1]
+end
+
+-- return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name, dlq_name, maxlen):
+-- the replayed job `id` failed for good: its attempts and stack traces join those of the dead
+-- letter it came from, which goes back to 'pending' (or 'failed' past the dead letter
+-- queue's maxReplays) with replayCount + 1, re-indexed by its new error type and reason as a
+-- new arrival; the job leaves src. One record keeps every attempt of every replay.
+local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name,
+    dlq_name, maxlen)
+  local key = src.job_prefix .. id
+  local f = redis.call('HMGET', key, 'failedReason', 'errorType', 'stacktrace', 'attempts',
+    'attemptsMade', 'rc')
+  local replays = tonumber(f[6]) or 0
+  local limit = tonumber(redis.call('HGET', dlq.meta, 'maxReplays') or '') or DEFAULT_MAX_REPLAYS
+  local status = replays >= limit and 'failed' or 'pending'
+  local from = store_set_status(dlq.dl, rec_id, rec_key, status, now, 'policy', false,
+    {'job', cjson.encode(id), 'queue', cjson.encode(source_name), 'reason', cjson.encode(reason),
+     'error', cjson.encode(f[1] or '')})
+  store_remove(dlq.dl, rec_id, rec_key, false, now)  -- re-indexed as a new arrival below
+  json_concat(rec_key, 'dlq:stacktrace', f[3])
+  json_concat(rec_key, 'dlq:attempts', f[4])
+  local made = (tonumber(redis.call('HGET', rec_key, 'dlq:attemptsMade')) or 0) + (tonumber(f[5]) or 0)
+  redis.call('HSET', rec_key, 'dlq:failedReason', f[1] or '', 'dlq:errorType', f[2] or '',
+    'dlq:reason', reason, 'dlq:deadLetteredAt', now, 'dlq:attemptsMade', made,
+    'dlq:replayCount', replays)
+  local values, _, origin = store_values(rec_key)
+  store_add(dlq.dl, rec_id, values, now, origin)
+  redis.call('ZADD', dlq.marker, 0, '0')
+  redis.call('DEL', key)
+  emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[1] or '',
+    'attemptsMade', f[5] or 0, 'deadLettered', '1')
+  emit(src.events, maxlen, 'deadLettered', 'jobId', id, 'queue', source_name,
+    'deadLetterQueue', dlq_name, 'deadLetterId', rec_id, 'failedReason', f[1] or '',
+    'reason', reason)
+  emit(dlq.events, maxlen, 'statusChanged', 'jobId', rec_id, 'from', from, 'to', status,
+    'actor', 'policy', 'note', '')
+  emit(dlq.events, maxlen, 'waiting', 'jobId', rec_id)
+  count_dead_letter(dlq.meta, now, reason, source_name)
+  return rec_id
+end
+
 -- dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen): move the
 -- (already released) job `id` of queue src into the dead letter store of queue dlq (a table:
 -- dl, marker, events, meta) as the dead letter `dl_id`, with its failure history, then delete
 -- it from src. The payload bytes are copied, never decoded. Fields every dead letter shares
 -- (opts {}, priority 0, delay 0, one attempt, none made; timestamp = dlq:deadLetteredAt) and
--- zero counts are left out: readers default them.
+-- zero counts are left out: readers default them. A replayed job whose dead letter (in dlq)
+-- still waits for it goes back into that dead letter instead (return_to_record). Returns the
+-- id of the dead letter that holds the job now.
 local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
+  local rec_key, rec_id = replay_record(src, id, dlq, dlq_name)
+  if rec_key then
+    return return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name, dlq_name,
+      maxlen)
+  end
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'name', 'data', 'opts', 'timestamp', 'failedReason',
-    'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm')
+    'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm',
+    'progress')
   redis.call('HSET', dl_key,
     'name', f[1] or '', 'data', f[2],
     'dlq:sourceQueue', source_name, 'dlq:originalJobId', id, 'dlq:failedReason', f[5] or '',
@@ -31,7 +109,8 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
     'dlq:originalOpts', f[3], 'dlq:reason', reason, 'dlq:atm', f[13] or 1,
     'dlq:status', 'pending')
   -- Zeros are the defaults readers assume: left out, they cost no memory.
-  local optional = {'dlq:replayCount', f[10], 'dlq:priority', f[11], 'dlq:delay', f[12]}
+  local optional = {'dlq:replayCount', f[10], 'dlq:priority', f[11], 'dlq:delay', f[12],
+    'progress', f[14]}
   for i = 1, #optional, 2 do
     if optional[i + 1] and optional[i + 1] ~= '0' then
       redis.call('HSET', dl_key, optional[i], optional[i + 1])
@@ -39,6 +118,8 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   end
   store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
   redis.call('ZADD', dlq.marker, 0, '0')
+  dedup_release(src.job_prefix, id, true)
+  move_logs(key, dl_key)
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
     'attemptsMade', f[9] or 0, 'deadLettered', '1')
@@ -47,6 +128,7 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
     'reason', reason)
   emit(dlq.events, maxlen, 'waiting', 'jobId', dl_id)
   count_dead_letter(dlq.meta, now, reason, source_name)
+  return dl_id
 end
 
 -- fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen): move the
@@ -54,8 +136,9 @@ end
 local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade')
+  dedup_release(src.job_prefix, id, true)
   if remove_now == 1 then
-    redis.call('DEL', key)
+    drop_job(key)
   else
     redis.call('ZADD', failed, now, id)
     retain(failed, src.job_prefix, keep_count, keep_age, now)

@@ -1,3 +1,4 @@
+-- @include job_logs
 -- release(src, id, token): check that `token` owns active job `id` and release its lease.
 -- Returns 0, or the error code: -1 no such job, -2 lock token mismatch, -3 not active.
 local function release(src, id, token)
@@ -20,7 +21,7 @@ end
 local function retain(set, job_prefix, keep_count, keep_age_ms, now)
   if keep_age_ms >= 0 then
     local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - keep_age_ms, 'LIMIT', 0, 1000)
-    for _, id in ipairs(old) do redis.call('DEL', job_prefix .. id) end
+    for _, id in ipairs(old) do drop_job(job_prefix .. id) end
     if #old > 0 then redis.call('ZREM', set, unpack(old)) end
   end
   if keep_count >= 0 then
@@ -28,7 +29,7 @@ local function retain(set, job_prefix, keep_count, keep_age_ms, now)
     if excess > 0 then
       if excess > 1000 then excess = 1000 end
       local old = redis.call('ZRANGE', set, 0, excess - 1)
-      for _, id in ipairs(old) do redis.call('DEL', job_prefix .. id) end
+      for _, id in ipairs(old) do drop_job(job_prefix .. id) end
       redis.call('ZREMRANGEBYRANK', set, 0, excess - 1)
     end
   end

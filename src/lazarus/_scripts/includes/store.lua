@@ -8,9 +8,12 @@
 --   dl .. 'c'                 HASH  how many dead letters have each combination of the five
 --                                   values; any subset's count is a sum of these
 --   dl .. 'o'                 HASH  original job id -> dead letter id
+--   dl .. 'x', dl .. 'x:on'           the outbox (includes/outbox.lua)
 -- Fields f: q source queue, n job name, e error type, r reason, s status. Every dead letter has
 -- exactly one status, so the status indexes ('i:s:<status>') partition the store: together
 -- they are its arrival order, and a dead letter is in the store when it is in its status's.
+-- @include outbox
+-- @include json_append
 local STORE_CODES = {'q', 'n', 'e', 'r', 's'}
 local STORE_FIELDS = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
   'dlq:deadLetteredAt', 'dlq:originalJobId'}
@@ -43,12 +46,15 @@ local function store_add(dl, id, values, at, origin)
   redis.call('ZADD', dl .. 'v:n', 'NX', 0, values[2])
   redis.call('ZADD', dl .. 'v:s', 'NX', 0, values[5])
   if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
+  outbox_append(dl, 'dead-lettered', id, at, values[5], nil, values)
 end
 
--- store_remove(dl, id, key): take dead letter `id` (hash `key`, still present) out of every
--- index. Returns whether it was in the store, and its values (nil when `key` is not a dead
--- letter).
-local function store_remove(dl, id, key)
+-- store_remove(dl, id, key, cause, now): take dead letter `id` (hash `key`, still present)
+-- out of every index, because of `cause` (purged, pruned, removed, cleaned, claimed: the
+-- outbox's event; `now` may be ''; false when the dead letter is re-indexed at once and stays,
+-- which is no event). Returns whether it was in the store, and its values (nil
+-- when `key` is not a dead letter).
+local function store_remove(dl, id, key, cause, now)
   local values, _, origin = store_values(key)
   if not values then return false, nil end
   if redis.call('ZREM', dl .. 'i:s:' .. values[5], id) == 0 then return false, values end
@@ -67,6 +73,7 @@ local function store_remove(dl, id, key)
   if origin ~= '' and redis.call('HGET', dl .. 'o', origin) == id then
     redis.call('HDEL', dl .. 'o', origin)
   end
+  if cause then outbox_append(dl, cause, id, now, cause, key) end
   return true, values
 end
 
@@ -77,4 +84,45 @@ local function store_statuses(dl)
     keys[#keys + 1] = dl .. 'i:s:' .. status
   end
   return keys
+end
+
+-- store_json(value): `value` (a string, or nil/false/'' for none) as JSON text. Only short texts
+-- lazarus writes itself (statuses, actors, notes) pass here, never a payload.
+local function store_json(value)
+  if value == nil or value == false or value == '' then return 'null' end
+  return cjson.encode(value)
+end
+
+-- store_set_status(dl, id, key, status, now, actor, note, extra): move dead letter `id` (hash
+-- `key`) from its status index to 'i:s:<status>', keeping its arrival score; keep the count
+-- hash and 'v:s'; set dlq:status and dlq:statusAt; append {at, from, to, actor, note} (and the
+-- pairs of `extra`, a list {name, JSON text, ...}, if given) to the JSON array dlq:timeline.
+-- Returns the previous status, or false when `id` is not in the store. The one place a dead
+-- letter's status changes: every transition, of every script, goes through here. A change to
+-- the same status moves nothing but is still recorded (an archive note, for instance).
+local function store_set_status(dl, id, key, status, now, actor, note, extra)
+  local values = store_values(key)
+  if not values then return false end
+  local from = values[5]
+  local score = redis.call('ZSCORE', dl .. 'i:s:' .. from, id)
+  if not score then return false end
+  if from ~= status then
+    redis.call('ZREM', dl .. 'i:s:' .. from, id)
+    redis.call('ZADD', dl .. 'i:s:' .. status, score, id)
+    local old = store_combination(values)
+    if redis.call('HINCRBY', dl .. 'c', old, -1) <= 0 then redis.call('HDEL', dl .. 'c', old) end
+    values[5] = status
+    redis.call('HINCRBY', dl .. 'c', store_combination(values), 1)
+    redis.call('ZADD', dl .. 'v:s', 'NX', 0, status)
+    if redis.call('EXISTS', dl .. 'i:s:' .. from) == 0 then redis.call('ZREM', dl .. 'v:s', from) end
+  end
+  redis.call('HSET', key, 'dlq:status', status, 'dlq:statusAt', now)
+  local parts = {'{"at":' .. now, '"from":' .. store_json(from), '"to":' .. store_json(status),
+    '"actor":' .. store_json(actor), '"note":' .. store_json(note)}
+  if extra then
+    for i = 1, #extra, 2 do parts[#parts + 1] = store_json(extra[i]) .. ':' .. extra[i + 1] end
+  end
+  json_append(key, 'dlq:timeline', table.concat(parts, ',') .. '}')
+  outbox_append(dl, status, id, now, status)
+  return from
 end

@@ -1,0 +1,128 @@
+"""A queue's rate limit: at most ``max`` jobs started per ``duration`` ms, across workers.
+
+The limit is a setting of the queue (its ``meta`` hash: ``limiter:max``,
+``limiter:duration``), enforced where jobs are claimed (``includes/claim.lua``), so that every
+worker of the queue shares one window. ``Worker(limiter={"max": n, "duration": ms})`` sets
+it when the worker starts; ``queue.set_global_rate_limit`` and ``remove_global_rate_limit``
+manage it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from redis.asyncio import Redis
+
+from ._connection import reports_unavailable
+from ._keys import QueueKeys
+from ._supervision import Incident, pause
+
+
+def _positive(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{field} must be >= 1, got {value}")
+    return value
+
+
+class RateLimit(NamedTuple):
+    """At most ``max`` jobs started per ``duration`` milliseconds."""
+
+    max: int
+    duration: int
+
+    @classmethod
+    def parse(cls, value: Any, field: str = "limiter") -> RateLimit | None:
+        """``None``, or ``{"max": n, "duration": ms}`` validated, errors naming the field."""
+        if value is None or isinstance(value, RateLimit):
+            return value
+        if not isinstance(value, dict):
+            raise TypeError(f"{field} must be a dict, not {type(value).__name__}")
+        unknown = set(value) - {"max", "duration"}
+        if unknown:
+            raise ValueError(f"{field} has unknown keys: {sorted(unknown)}")
+        return cls(
+            _positive(value.get("max"), f"{field}.max"),
+            _positive(value.get("duration"), f"{field}.duration"),
+        )
+
+
+async def set_limit(client: Redis, keys: QueueKeys, limit: RateLimit | None) -> None:
+    """Set the queue's rate limit, or with ``None`` remove it (and its current window)."""
+    if limit is None:
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.hdel(keys.meta, "limiter:max", "limiter:duration")
+            pipe.delete(keys.limiter)
+            await pipe.execute()
+        return
+    await client.hset(
+        keys.meta, mapping={"limiter:max": limit.max, "limiter:duration": limit.duration}
+    )
+
+
+async def publish(
+    client: Redis,
+    queues: Sequence[QueueKeys],
+    limit: RateLimit | None,
+    *,
+    incident: Incident,
+    report: Callable[[BaseException, Incident], None],
+    stopping: asyncio.Event,
+) -> None:
+    """Set a starting worker's rate limit on each of its queues (none: nothing to do),
+    retried with backoff until Redis answers (or the worker stops): a worker must not claim
+    unlimited for want of one write."""
+    while limit is not None and not stopping.is_set():
+        try:
+            for keys in queues:
+                await set_limit(client, keys, limit)
+        except Exception as exc:
+            report(exc, incident)
+            await pause(stopping, incident.backoff())
+        else:
+            incident.succeeded()
+            return
+
+
+class RateLimitMixin:
+    """The rate-limit half of :class:`~lazarus.Queue`."""
+
+    keys: QueueKeys
+    _client: Redis
+
+    @reports_unavailable
+    async def set_global_rate_limit(self, max: int, duration: int) -> None:
+        """Let the workers of this queue start at most ``max`` jobs per ``duration`` ms, all
+        together (what ``Worker(limiter={"max": max, "duration": duration})`` sets)."""
+        limit = RateLimit(_positive(max, "max"), _positive(duration, "duration"))
+        await set_limit(self._client, self.keys, limit)
+
+    @reports_unavailable
+    async def remove_global_rate_limit(self) -> None:
+        """Remove the queue's rate limit and its current window."""
+        await set_limit(self._client, self.keys, None)
+
+    @reports_unavailable
+    async def get_global_rate_limit(self) -> RateLimit | None:
+        """The queue's rate limit, or ``None``."""
+        fields = await self._client.hmget(self.keys.meta, ["limiter:max", "limiter:duration"])
+        if fields[0] is None or fields[1] is None:
+            return None
+        return RateLimit(int(fields[0]), int(fields[1]))
+
+    @reports_unavailable
+    async def get_rate_limit_ttl(self) -> int:
+        """Milliseconds until the current window ends when the limit is reached, else 0."""
+        limit = await self.get_global_rate_limit()
+        if limit is None:
+            return 0
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.get(self.keys.limiter)
+            pipe.pttl(self.keys.limiter)
+            count, ttl = await pipe.execute()
+        if count is None or int(count) < limit.max:
+            return 0
+        return max(int(ttl), 0)

@@ -1,0 +1,266 @@
+"""Repeatable jobs: ``queue.add(name, data, repeat={"every": ms})`` or
+``repeat={"pattern": cron, "tz": zone}``.
+
+A schedule is stored in Redis with its job template; its pending occurrence is an ordinary
+delayed job with the id ``repeat:<key>:<due ms>``. The worker that claims an occurrence
+computes the next due time (cron expressions by ``cronsim``) and has ``repeat_job.lua`` add the
+next occurrence: a compare-and-set on the schedule's next due time plus the per-occurrence
+job id make every occurrence exist once, whatever number of producers and workers race. A
+worker that dies before advancing leaves its occurrence to stall and be claimed again, by a
+worker that then advances the schedule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+from redis.asyncio import Redis
+
+from . import _scripts
+from ._connection import now_ms, reports_unavailable
+from ._keys import QueueKeys, validate_name
+from .job import Job
+
+log = logging.getLogger("lazarus.worker")
+
+_REPEAT_KEYS = {"every", "pattern", "tz", "limit", "end_date", "key"}
+
+
+def _int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{field} must be >= 1, got {value}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Repeat:
+    """A validated ``repeat`` option: ``every`` ms, or a cron ``pattern`` in time zone ``tz``;
+    at most ``limit`` occurrences, none due after ``end_date`` (ms)."""
+
+    every: int | None = None
+    pattern: str | None = None
+    tz: str | None = None
+    limit: int | None = None
+    end_date: int | None = None
+    key: str | None = None
+
+    @classmethod
+    def parse(cls, value: Any) -> Repeat:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"repeat must be a dict, not {type(value).__name__}")
+        unknown = set(value) - _REPEAT_KEYS
+        if unknown:
+            raise ValueError(f"repeat has unknown keys: {sorted(unknown)}")
+        every, pattern, tz = value.get("every"), value.get("pattern"), value.get("tz")
+        if (every is None) == (pattern is None):
+            raise ValueError("repeat needs exactly one of repeat.every and repeat.pattern")
+        if every is not None:
+            _int(every, "repeat.every")
+            if tz is not None:
+                raise ValueError("repeat.tz applies to repeat.pattern only")
+        else:
+            _check_pattern(pattern, tz)
+        limit, end_date, key = value.get("limit"), value.get("end_date"), value.get("key")
+        return cls(
+            every=every, pattern=pattern, tz=tz,
+            limit=None if limit is None else _int(limit, "repeat.limit"),
+            end_date=None if end_date is None else _int(end_date, "repeat.end_date"),
+            key=None if key is None else validate_name(key, "repeat.key"),
+        )  # fmt: skip
+
+    def schedule_key(self, name: str, job_id: str | None) -> str:
+        """The schedule's key: ``repeat.key``, else derived from what identifies it, so that
+        adding the same schedule twice (from any process) finds the first."""
+        if self.key is not None:
+            return self.key
+        what = [name, job_id, self.every, self.pattern, self.tz]
+        return hashlib.sha1(json.dumps(what).encode()).hexdigest()
+
+    def next_after(self, after_ms: int) -> int:
+        """The first due time strictly after ``after_ms``. ``every`` schedules fall on
+        multiples of ``every`` (so producers agree without talking to each other)."""
+        if self.every is not None:
+            return (after_ms // self.every + 1) * self.every
+        assert self.pattern is not None
+        zone = ZoneInfo(self.tz) if self.tz else timezone.utc
+        start = datetime.fromtimestamp(after_ms / 1000, zone)
+        return int(next(iter(CronSim(self.pattern, start))).timestamp() * 1000)
+
+    def following(self, current: int, count: int, now: int) -> int:
+        """When the occurrence after the one due at ``current`` is due (ms; missed ones are
+        skipped, not run late), or -1 once ``limit`` or ``end_date`` ends the schedule."""
+        if self.limit is not None and count >= self.limit:
+            return -1
+        due = self.next_after(max(current, now - 1))
+        if self.end_date is not None and due > self.end_date:
+            return -1
+        return due
+
+
+def _check_pattern(pattern: Any, tz: Any) -> None:
+    if not isinstance(pattern, str):
+        raise TypeError(f"repeat.pattern must be a str, not {type(pattern).__name__}")
+    if tz is not None:
+        if not isinstance(tz, str):
+            raise TypeError(f"repeat.tz must be a str, not {type(tz).__name__}")
+        try:
+            ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"repeat.tz {tz!r} is not a known time zone") from exc
+    try:
+        CronSim(pattern, datetime.now(timezone.utc))
+    except CronSimError as exc:
+        raise ValueError(f"repeat.pattern {pattern!r} is not a cron expression: {exc}") from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class RepeatableJob:
+    """One schedule of a queue, as :meth:`~lazarus.Queue.get_repeatable_jobs` lists it."""
+
+    key: str
+    name: str
+    next: int
+    every: int | None
+    pattern: str | None
+    tz: str | None
+    limit: int | None
+    end_date: int | None
+    count: int
+
+    @property
+    def repeat(self) -> Repeat:
+        return Repeat(self.every, self.pattern, self.tz, self.limit, self.end_date, self.key)
+
+    @classmethod
+    def from_fields(cls, key: str, f: Mapping[str, str]) -> RepeatableJob:
+        def number(field: str) -> int | None:
+            return int(f[field]) if f.get(field) else None
+
+        return cls(
+            key=key, name=f.get("name", ""), next=int(f.get("next") or 0),
+            every=number("every"), pattern=f.get("pattern") or None, tz=f.get("tz") or None,
+            limit=number("limit"), end_date=number("endDate"), count=int(f.get("count") or 0),
+        )  # fmt: skip
+
+
+def schedule_keys(keys: QueueKeys, key: str) -> list[str]:
+    """The keys a schedule script receives: the queue's group, the index, the schedule."""
+    return [*keys.group, keys.repeat_index, keys.repeat(key)]
+
+
+async def advance(client: Redis, keys: QueueKeys, max_events: int, key: str, current: int) -> int:
+    """Add the occurrence that follows the one due at ``current`` (just claimed); returns
+    what ``repeat_job.lua`` answered (0 when another producer did it first)."""
+    raw = await client.hgetall(keys.repeat(key))
+    if not raw:
+        return 0
+    fields = {_text(k): _text(v) for k, v in raw.items()}
+    if fields.get("next") != str(current):
+        return 0
+    schedule = RepeatableJob.from_fields(key, fields)
+    now = now_ms()
+    following = schedule.repeat.following(current, schedule.count, now)
+    reply = await _scripts.load("repeat_job")(
+        client, schedule_keys(keys, key), [now, max_events, key, current, following]
+    )
+    return int(reply)
+
+
+class RepeatMixin:
+    """The repeatable-jobs half of :class:`~lazarus.Queue`."""
+
+    name: str
+    keys: QueueKeys
+    max_events: int
+    _client: Redis
+
+    def _prepare(self, name: object, data: Any, options: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    async def get_job(self, job_id: str) -> Job | None:
+        raise NotImplementedError
+
+    @reports_unavailable
+    async def _add_repeatable(
+        self, name: str, data: Any, options: Mapping[str, Any], value: Any
+    ) -> Job:
+        """Add (or update) the schedule ``value`` of jobs ``name``; returns its pending
+        occurrence. Bad input raises before anything is written."""
+        repeat = Repeat.parse(value)
+        for option in ("delay", "deduplication"):
+            if options.get(option):
+                raise ValueError(f"{option} does not apply to a repeatable job")
+        prepared = self._prepare(name, data, {**options, "job_id": None})
+        _, _, payload, opts_json, _, priority, attempts = prepared.args
+        key = repeat.schedule_key(name, options.get("job_id"))
+        now = now_ms()
+        first = repeat.next_after(now)
+        if repeat.end_date is not None and first > repeat.end_date:
+            raise ValueError("repeat.end_date comes before the first occurrence")
+        _, _, job_id = await _scripts.load("add_repeatable")(
+            self._client, schedule_keys(self.keys, key),
+            [now, self.max_events, key, name, payload, opts_json, priority, attempts,
+             repeat.every or "", repeat.pattern or "", repeat.tz or "", repeat.limit or "",
+             repeat.end_date or "", first],
+        )  # fmt: skip
+        job = await self.get_job(_text(job_id))
+        if job is None:  # already run and removed by retention: what is known of it
+            job = dataclasses.replace(prepared.job(self.name, now), id=_text(job_id))
+        return job
+
+    @reports_unavailable
+    async def get_repeatable_jobs(self) -> list[RepeatableJob]:
+        """Every schedule of this queue, the soonest due first."""
+        keys = [_text(k) for k in await self._client.zrange(self.keys.repeat_index, 0, -1)]
+        async with self._client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hgetall(self.keys.repeat(key))
+            replies = await pipe.execute()
+        return [
+            RepeatableJob.from_fields(key, {_text(k): _text(v) for k, v in reply.items()})
+            for key, reply in zip(keys, replies)
+            if reply
+        ]
+
+    @reports_unavailable
+    async def remove_repeatable_by_key(self, key: str) -> bool:
+        """Remove the schedule ``key`` and its pending occurrence (unless already running);
+        returns whether there was such a schedule."""
+        validate_name(key, "key")
+        reply = await _scripts.load("remove_repeatable")(
+            self._client, schedule_keys(self.keys, key), [key, self.max_events]
+        )
+        return int(reply) == 1
+
+    async def remove_repeatable(
+        self, name: str, repeat: Mapping[str, Any], job_id: str | None = None
+    ) -> bool:
+        """Remove the schedule added with ``name``, ``repeat`` (and ``job_id``), as
+        :meth:`remove_repeatable_by_key` does."""
+        return await self.remove_repeatable_by_key(Repeat.parse(repeat).schedule_key(name, job_id))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def produce_next(
+    client: Redis, keys: QueueKeys, max_events: int, job_id: str, key: str
+) -> None:
+    """Advance the schedule of the occurrence ``job_id`` a worker just claimed. Never raises:
+    a failure is logged, and the occurrence runs all the same (its schedule then waits for
+    the occurrence to be claimed again, after a stall, or for the schedule to be added again)."""
+    try:
+        await advance(client, keys, max_events, key, int(job_id.rsplit(":", 1)[1]))
+    except Exception:
+        log.exception("queue %s: cannot add the occurrence after %s", keys.queue, job_id)

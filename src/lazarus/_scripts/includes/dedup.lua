@@ -1,0 +1,39 @@
+-- Deduplication: a job added with deduplication {id, ttl} takes the key
+-- '<prefix>:{<queue>}:de:<id>' (value: the job's id), derived from job_prefix as the dead
+-- letter store's prefix is: with a ttl for that long, without one until the job completes,
+-- fails (or is dead-lettered) or is removed. The job's hash keeps the id in 'deid'.
+
+-- dedup_key(job_prefix, dedup_id): the key of one deduplication id.
+local function dedup_key(job_prefix, dedup_id)
+  return string.sub(job_prefix, 1, -5) .. 'de:' .. dedup_id
+end
+
+-- dedup_take(q, dedup_id, ttl, id, maxlen): false when dedup_id was free and now names job
+-- `id` (for ttl ms, or with ttl 0 until the job finishes); else the id of the job holding it,
+-- after a 'deduplicated' event.
+local function dedup_take(q, dedup_id, ttl, id, maxlen)
+  local key = dedup_key(q.job_prefix, dedup_id)
+  local holder = redis.call('GET', key)
+  if holder then
+    emit(q.events, maxlen, 'deduplicated', 'jobId', holder, 'deduplicationId', dedup_id,
+      'deduplicatedJobId', id)
+    return holder
+  end
+  if ttl > 0 then
+    redis.call('SET', key, id, 'PX', ttl)
+  else
+    redis.call('SET', key, id)
+  end
+  return false
+end
+
+-- dedup_release(job_prefix, id, finished): free the deduplication id job `id` holds (its hash
+-- still present). A job that finished keeps an id taken with a ttl until the ttl runs out; a
+-- removed one frees it at once. An id another job holds by now is left alone.
+local function dedup_release(job_prefix, id, finished)
+  local dedup_id = redis.call('HGET', job_prefix .. id, 'deid')
+  if not dedup_id then return end
+  local key = dedup_key(job_prefix, dedup_id)
+  if finished and redis.call('PTTL', key) > 0 then return end
+  if redis.call('GET', key) == id then redis.call('DEL', key) end
+end

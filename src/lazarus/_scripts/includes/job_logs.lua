@@ -1,0 +1,32 @@
+-- A job's log lines (job.log) live in the LIST '<prefix>:{<queue>}:logs:<id>' beside its hash
+-- '<prefix>:{<queue>}:job:<id>', in the same hash tag. Whatever deletes a job's hash deletes
+-- its logs (drop_job); dead-lettering moves them with the job (move_logs), and replay gives the
+-- new job a copy, since the dead letter stays in the store (copy_logs).
+
+-- logs_key(job_key): the logs of the job whose hash is `job_key`. Names hold no braces, so
+-- the first '}:' ends the '<prefix>:{<queue>}:' part; 'job:' follows it.
+local function logs_key(job_key)
+  local cut = string.find(job_key, '}:', 1, true)
+  return string.sub(job_key, 1, cut + 1) .. 'logs:' .. string.sub(job_key, cut + 6)
+end
+
+-- drop_job(job_key): delete a job's hash and its logs.
+local function drop_job(job_key)
+  redis.call('DEL', job_key, logs_key(job_key))
+end
+
+-- move_logs(from_key, to_key): give the logs of job hash `from_key` to job hash `to_key`.
+local function move_logs(from_key, to_key)
+  local from = logs_key(from_key)
+  if redis.call('EXISTS', from) == 1 then redis.call('RENAME', from, logs_key(to_key)) end
+end
+
+-- copy_logs(from_key, to_key): give job hash `to_key` a copy of the logs of `from_key`, which
+-- keeps its own. When the copy comes back (the replayed job dead-lettered into the same
+-- record), move_logs replaces the record's logs with it: the old lines and the new ones.
+local function copy_logs(from_key, to_key)
+  local from = logs_key(from_key)
+  if redis.call('EXISTS', from) == 1 then
+    redis.call('COPY', from, logs_key(to_key), 'REPLACE')
+  end
+end

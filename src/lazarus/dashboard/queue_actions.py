@@ -1,0 +1,166 @@
+"""What the dashboard changes about a queue: pause and resume it, retry failed jobs one by
+one or all at once, clean old jobs, drain the waiting ones.
+
+Each is a POST (CSRF-checked by the route class) answering with a 303 to the queue's page,
+the outcome in ``flash``. The ones that touch many jobs have a GET page first that says how
+many and asks to confirm; the POST runs only with ``confirm=yes``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from ..errors import LazarusError
+from ..queue import Queue
+from .queue_pages import missing
+from .render import query, render, segment
+from .routing import SignedInRoute, existing_queue
+from .security import flash_params
+
+CLEAN_STATES = ("completed", "failed", "waiting", "prioritized", "delayed")
+DRAIN_STATES = ("waiting", "prioritized", "delayed")
+CLEAN_BATCH = 1000
+
+router = APIRouter(
+    prefix="/dashboard/queues/{name:path}", route_class=SignedInRoute, include_in_schema=False
+)
+
+
+def back(
+    request: Request, name: str, message: str, *, error: bool = False, **params: Any
+) -> RedirectResponse:
+    """A 303 to the queue's page with ``message`` shown (signed, see ``flash_params``)."""
+    values = {**params, **flash_params(request, message, error=error)}
+    return RedirectResponse(f"/dashboard/queues/{segment(name)}?{query(values)}", 303)
+
+
+async def fields(request: Request) -> dict[str, str]:
+    return {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+
+
+def confirm(request: Request, name: str, action: str, **context: Any) -> Response:
+    page = {"name": name, "action": action, "clean_states": CLEAN_STATES, **context}
+    return render(request, "queue_confirm.html", page)
+
+
+@router.post("/pause")
+async def pause(request: Request, name: str) -> Response:
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    await queue.pause()
+    return back(request, name, f"Paused {name}: workers claim no job until it is resumed.")
+
+
+@router.post("/resume")
+async def resume(request: Request, name: str) -> Response:
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    await queue.resume()
+    return back(request, name, f"Resumed {name}.")
+
+
+@router.post("/jobs/{job_id}/retry")
+async def retry_job(request: Request, name: str, job_id: str) -> Response:
+    """Retry one failed job; back to the failed jobs, or to the job's page."""
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    to_queue = (await fields(request)).get("back") == "queue"
+    try:
+        await queue.retry_job(job_id)
+    except (LazarusError, ValueError) as exc:
+        return back(
+            request, name, f"Could not retry job {job_id}: {exc}", error=True, state="failed"
+        )
+    if to_queue:
+        return back(request, name, f"Job {job_id} waits again.", state="failed")
+    target = f"/dashboard/queues/{segment(name)}/jobs/{segment(job_id)}"
+    notice = flash_params(request, "Retried: the job waits again.")
+    return RedirectResponse(f"{target}?{query(notice)}", 303)
+
+
+@router.get("/retry-failed")
+async def retry_failed_page(request: Request, name: str) -> Response:
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    return confirm(request, name, "retry-failed", count=await queue.retry_jobs(dry_run=True))
+
+
+@router.post("/retry-failed")
+async def retry_failed(request: Request, name: str) -> Response:
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    if (await fields(request)).get("confirm") != "yes":
+        return back(request, name, "Nothing was retried: the form was not confirmed.", error=True)
+    done = await queue.retry_jobs()
+    return back(
+        request, name, f"Retried {done} failed job{'s' if done != 1 else ''}.", state="waiting"
+    )
+
+
+@router.get("/clean")
+async def clean_page(request: Request, name: str) -> Response:
+    if await existing_queue(request, name) is None:
+        return missing(request, name)
+    return confirm(request, name, "clean")
+
+
+@router.post("/clean")
+async def clean(request: Request, name: str) -> Response:
+    """Remove the jobs of one state older than the grace period, in bounded batches."""
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    form = await fields(request)
+    state, grace = form.get("state", ""), form.get("grace_s", "")
+    if form.get("confirm") != "yes" or state not in CLEAN_STATES or not grace.isdigit():
+        message = "Nothing was cleaned: choose a state and a grace period in seconds."
+        return back(request, name, message, error=True)
+    removed = await _clean(queue, (state,), int(grace) * 1000)
+    return back(request, name, f"Removed {removed} {state} job{'s' if removed != 1 else ''}.",
+                state=state)  # fmt: skip
+
+
+@router.get("/drain")
+async def drain_page(request: Request, name: str) -> Response:
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    counts = await queue.get_job_counts()
+    count = sum(counts[s] for s in DRAIN_STATES) + counts["paused"]
+    return confirm(request, name, "drain", count=count)
+
+
+@router.post("/drain")
+async def drain(request: Request, name: str) -> Response:
+    """Remove every job that waits (waiting, prioritized, delayed); running jobs finish."""
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    if (await fields(request)).get("confirm") != "yes":
+        return back(request, name, "Nothing was drained: the form was not confirmed.", error=True)
+    removed = await _clean(queue, DRAIN_STATES, 0)
+    return back(
+        request,
+        name,
+        f"Drained {name}: removed {removed} waiting job{'s' if removed != 1 else ''}.",
+    )
+
+
+async def _clean(queue: Queue, states: tuple[str, ...], grace_ms: int) -> int:
+    removed = 0
+    for state in states:
+        while True:
+            batch = await queue.clean(grace_ms, CLEAN_BATCH, state)  # type: ignore[arg-type]
+            removed += len(batch)
+            if len(batch) < CLEAN_BATCH:
+                break
+    return removed

@@ -1,0 +1,63 @@
+"""Retrying failed jobs over HTTP: one job, or every failed job of a queue (with a dry run).
+
+Both call :meth:`~lazarus.Queue.retry_job` and :meth:`~lazarus.Queue.retry_jobs`; the errors
+they raise map to 404 (no such job) and 409 (``job_state_conflict``: the job is not failed).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
+
+from ._deps import (
+    AUTH_ERRORS,
+    CONFLICT,
+    NOT_FOUND,
+    ApiError,
+    JobId,
+    Ops,
+    QueueName,
+    require_token,
+)
+from .queues import existing_queue
+from .schemas import JobOut, job_out
+
+router = APIRouter(prefix="/api/queues", tags=["queues"], responses=AUTH_ERRORS)
+_AUTH = [Depends(require_token)]
+
+
+class RetryResult(BaseModel):
+    """What a bulk retry did, or would do."""
+
+    state: Literal["failed"]
+    retried: int = Field(description="Jobs retried; with dryRun, jobs that would be.")
+    dry_run: bool = Field(serialization_alias="dryRun")
+
+
+@router.post("/{name}/jobs/{id}/retry", summary="Retry one failed job", dependencies=_AUTH,
+             responses={**NOT_FOUND, **CONFLICT})  # fmt: skip
+async def retry_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
+    """Move a failed job back to waiting with its attempts afresh; 409 unless it is failed."""
+    await existing_queue(ops, name)
+    queue = ops.queue(name)
+    await queue.retry_job(id)
+    job = await queue.get_job(id)
+    if job is None:  # removed by someone else the moment after it was retried
+        raise ApiError(404, "not_found", f"no job {id!r} in {name!r}")
+    return job_out(job, await queue.get_job_state(id))
+
+
+@router.post("/{name}/retry", summary="Retry every failed job of a queue", dependencies=_AUTH,
+             responses=NOT_FOUND, response_model_by_alias=True)  # fmt: skip
+async def retry_jobs(
+    ops: Ops,
+    name: QueueName,
+    state: Literal["failed"] = Query("failed", description="The state to retry jobs from."),
+    dry_run: bool = Query(False, alias="dryRun", description="Count only; change nothing."),
+) -> RetryResult:
+    """Retry the jobs that are failed when the call begins, in atomic batches."""
+    await existing_queue(ops, name)
+    count = await ops.queue(name).retry_jobs(state, dry_run=dry_run)
+    return RetryResult(state=state, retried=count, dry_run=dry_run)

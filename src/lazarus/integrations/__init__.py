@@ -1,0 +1,1 @@
+"""Helpers that run lazarus inside web frameworks: :mod:`lazarus.integrations.fastapi`."""

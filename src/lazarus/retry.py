@@ -1,0 +1,87 @@
+"""Retrying failed jobs by hand: the ``retry_job`` and ``retry_jobs`` methods of
+:class:`~lazarus.Queue`.
+
+A job in ``failed`` (it failed for good on a queue without a dead letter queue) goes back to
+``waiting`` (or ``prioritized``) with its attempts afresh, keeping its failure history. Each
+script call moves at most ``batch_size`` jobs, so a bulk retry never holds Redis for long; it
+retries the jobs that had failed when it began, oldest first, so a job that fails again
+during the bulk is not retried twice.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Literal
+
+from . import _scripts
+from ._connection import now_ms, reports_unavailable
+from ._keys import QueueKeys, validate_job_id
+from .dead_letter.bulk import DEFAULT_BATCH, Progress, check_batch
+from .errors import error_for_code
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+RetryState = Literal["failed"]
+
+
+class RetryMixin:
+    """The retry half of :class:`~lazarus.Queue`."""
+
+    name: str
+    keys: QueueKeys
+    max_events: int
+    _client: Redis
+
+    def _retry_keys(self) -> list[str]:
+        return [*self.keys.group, self.keys.failed]
+
+    @reports_unavailable
+    async def retry_job(self, job_id: str) -> None:
+        """Move one failed job back to ``waiting`` with its attempts afresh.
+
+        Raises :class:`JobNotFoundError` when there is no such job and :class:`JobStateError`
+        when it is not in ``failed`` (it may be waiting, running, done, or retried already).
+        """
+        validate_job_id(job_id)
+        script = _scripts.load("retry_failed_jobs")
+        (code,) = await script(
+            self._client, self._retry_keys(), [now_ms(), self.max_events, 0, 0, job_id]
+        )
+        if int(code) != 1:
+            raise error_for_code(int(code), f"retry job {job_id!r} of {self.name!r}")
+
+    @reports_unavailable
+    async def retry_jobs(
+        self,
+        state: RetryState = "failed",
+        *,
+        dry_run: bool = False,
+        batch_size: int = DEFAULT_BATCH,
+        on_progress: Progress | None = None,
+    ) -> int:
+        """Retry every job that is in ``state`` (``"failed"``) when the call begins; returns
+        how many were retried (with ``dry_run``, how many would be).
+
+        ``batch_size`` jobs per script call, oldest failure first; ``on_progress(done)`` is
+        called after each batch (it may be async).
+        """
+        if state != "failed":
+            raise ValueError(f"state must be 'failed', got {state!r}")
+        batch = check_batch(batch_size)
+        until = now_ms()
+        if dry_run:
+            return int(await self._client.zcount(self.keys.failed, "-inf", until))
+        script = _scripts.load("retry_failed_jobs")
+        done = 0
+        while True:
+            looked, *retried = await script(
+                self._client, self._retry_keys(), [now_ms(), self.max_events, until, batch]
+            )
+            done += len(retried)
+            if on_progress is not None:
+                result = on_progress(done)
+                if inspect.isawaitable(result):
+                    await result
+            if int(looked) < batch:
+                return done

@@ -1,0 +1,116 @@
+"""Who works on a queue: workers register in Redis and renew their registration (a
+heartbeat); :func:`list_workers` reads the live ones.
+
+A worker is live while its registration has not expired: ``HEARTBEAT_TTL`` after its last
+heartbeat, sent every ``HEARTBEAT_INTERVAL``. A worker that closes leaves at once; one that
+dies drops out when its registration expires, and the next heartbeat of any worker of the
+queue removes its details.
+
+Example::
+
+    for worker in await list_workers(queue.client, queue.keys):
+        print(worker.name, worker.running, worker.concurrency)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from redis.asyncio import Redis
+
+from ._connection import TRANSIENT_ERRORS, now_ms
+from ._keys import QueueKeys
+
+HEARTBEAT_INTERVAL = 5.0  # seconds
+HEARTBEAT_TTL = 15_000  # ms: three heartbeats missed
+
+log = logging.getLogger("lazarus.worker")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerInfo:
+    """One live worker of a queue. Times are ms since the epoch."""
+
+    name: str
+    host: str
+    pid: int
+    concurrency: int
+    running: int
+    started_at: int
+    last_seen: int
+
+
+class Presence:
+    """One worker's registration: ``run()`` renews it until ``stop()``, then removes it."""
+
+    def __init__(
+        self, client: Redis, keys: QueueKeys, name: str, concurrency: int,
+        running: Callable[[], int],
+    ) -> None:  # fmt: skip
+        self._client, self._keys, self._name = client, keys, name
+        self._concurrency, self._running = concurrency, running
+        self._started = now_ms()
+        self._stop = asyncio.Event()
+
+    async def beat(self) -> None:
+        """Register (or renew) this worker, and forget workers whose registration expired."""
+        now = now_ms()
+        details = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": self._started,
+                   "concurrency": self._concurrency, "running": self._running(),
+                   "last_seen": now}  # fmt: skip
+        k = self._keys
+        expired = await self._client.zrangebyscore(k.workers, "-inf", now)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.zadd(k.workers, {self._name: now + HEARTBEAT_TTL})
+            pipe.hset(k.workers_info, self._name, json.dumps(details))
+            if expired:
+                pipe.zrem(k.workers, *expired)
+                pipe.hdel(k.workers_info, *expired)
+            await pipe.execute()
+
+    async def run(self) -> None:
+        """Heartbeat until :meth:`stop`; a failed heartbeat is retried at the next one (the
+        claim loop reports the outage)."""
+        while not self._stop.is_set():
+            with contextlib.suppress(*TRANSIENT_ERRORS):
+                await self.beat()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), HEARTBEAT_INTERVAL)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def leave(self) -> None:
+        """Remove this worker's registration (best effort: it expires anyway)."""
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.zrem(self._keys.workers, self._name)
+                pipe.hdel(self._keys.workers_info, self._name)
+                await pipe.execute()
+        except TRANSIENT_ERRORS as exc:
+            log.info("worker %s: could not unregister (%s); it expires", self._name, exc)
+
+
+async def list_workers(client: Redis, keys: QueueKeys) -> list[WorkerInfo]:
+    """The live workers of the queue, by name."""
+    names = [str(n) for n in await client.zrangebyscore(keys.workers, now_ms(), "+inf")]
+    if not names:
+        return []
+    raw = await client.hmget(keys.workers_info, names)
+    workers = []
+    for name, text in zip(names, raw):
+        info: dict[str, Any] = json.loads(text) if text else {}
+        workers.append(WorkerInfo(
+            name=name, host=str(info.get("host", "")), pid=int(info.get("pid", 0)),
+            concurrency=int(info.get("concurrency", 0)), running=int(info.get("running", 0)),
+            started_at=int(info.get("started_at", 0)), last_seen=int(info.get("last_seen", 0)),
+        ))  # fmt: skip
+    return sorted(workers, key=lambda w: w.name)

@@ -1,0 +1,64 @@
+"""A queue's pages in a real headless Chromium: failed jobs found, retried one by one and in
+bulk, and auto-refresh switched on, all within the script-free Content-Security-Policy."""
+
+from __future__ import annotations
+
+from playwright.async_api import Page, expect
+
+from lazarus import Job, Queue
+
+from ..conftest import wait_until
+from .conftest import MakeWorker
+from .test_browser import chromium, page, served  # noqa: F401 - fixtures
+
+
+async def test_operator_retries_failed_jobs_from_the_queue_page(
+    served: str,  # noqa: F811
+    page: Page,  # noqa: F811
+    queue: Queue,
+    make_worker: MakeWorker,
+) -> None:
+    # Given three jobs that failed for good on a queue without a dead letter queue
+    await queue.add_bulk([{"name": "charge", "data": {"n": n}} for n in range(3)])
+
+    async def boom(job: Job) -> None:
+        raise RuntimeError(f"card {job.data['n']} declined")
+
+    worker = make_worker(boom)
+
+    async def failed() -> bool:
+        return await queue.get_failed_count() == 3
+
+    await wait_until(failed)
+    await worker.close()
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text))
+
+    # When the operator opens the queue from the overview and picks the failed jobs
+    await page.goto(served + "/dashboard")
+    await expect(page.locator("tbody tr", has_text="jobs").locator(".badge.idle")).to_have_text(
+        "no workers"
+    )
+    await page.get_by_role("link", name="jobs", exact=True).click()
+    await page.locator("nav.tabs a", has_text="failed").click()
+    rows = page.locator("table.jobs tbody tr")
+    await expect(rows).to_have_count(3)
+    await expect(rows.first).to_contain_text("declined")
+
+    # When they retry one, Then it leaves the failed jobs with a message
+    await rows.first.get_by_role("button", name="Retry").click()
+    await expect(page.locator(".flash-ok")).to_contain_text("waits again")
+    await expect(rows).to_have_count(2)
+
+    # When they retry the rest in bulk (confirming first), Then none is left failed
+    await page.get_by_role("link", name="Retry 2 failed…").click()
+    await page.get_by_role("button", name="Retry 2 jobs").click()
+    await expect(page.locator(".flash-ok")).to_have_text("Retried 2 failed jobs.")
+    assert await queue.get_failed_count() == 0
+    assert (await queue.get_job_counts())["waiting"] == 3
+
+    # When they switch auto-refresh on, Then the page carries a meta refresh, and the policy
+    # blocked nothing
+    await page.get_by_role("link", name="5 s").click()
+    await expect(page.locator('meta[http-equiv="refresh"]')).to_have_attribute("content", "5")
+    assert [e for e in errors if "Content Security Policy" in e] == []

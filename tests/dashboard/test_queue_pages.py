@@ -1,0 +1,169 @@
+"""The pages of any queue: jobs by state, a job's page, retry, pause, clean and drain, the
+workers, auto-refresh, and "no such queue"."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import httpx
+import pytest
+
+from lazarus import Job, Queue
+from lazarus.workers import list_workers
+from tests.conftest import wait_until
+
+from .conftest import MakeWorker, csrf_of
+
+JOB_LINK = re.compile(r'class="job-link" href="[^"]*/jobs/([^"?]+)"')
+
+
+async def failed_jobs(queue: Queue, make_worker: MakeWorker, count: int) -> list[str]:
+    added = await queue.add_bulk([{"name": "charge", "data": {"n": n}} for n in range(count)])
+
+    async def boom(job: Job) -> None:
+        raise RuntimeError(f"card {job.data['n']} declined")
+
+    worker = make_worker(boom)
+
+    async def failed() -> bool:
+        return await queue.get_failed_count() == count
+
+    await wait_until(failed)
+    await worker.close()
+    return [job.id for job in added]
+
+
+async def test_a_mistyped_queue_gets_a_404_page_saying_so(client: httpx.AsyncClient) -> None:
+    for path in ("/dashboard/queues/nope", "/dashboard/queues/nope/dead-letters",
+                 "/dashboard/queues/nope/jobs/1"):  # fmt: skip
+        response = await client.get(path)
+        assert response.status_code == 404, path
+        assert "There is no queue called &#39;nope&#39;" in response.text, path
+        assert "Nothing has failed" not in response.text
+
+
+async def test_the_queue_page_lists_jobs_by_state_a_page_at_a_time(
+    client: httpx.AsyncClient, queue: Queue
+) -> None:
+    await queue.pause()
+    await queue.add_bulk([{"name": "n", "data": i, "job_id": f"j{i:02}"} for i in range(30)])
+    first = await client.get("/dashboard/queues/jobs?state=waiting")
+    assert first.status_code == 200
+    assert JOB_LINK.findall(first.text) == [f"j{i:02}" for i in range(29, 4, -1)]
+    assert "Next →" in first.text and "badge paused" in first.text
+    second = await client.get("/dashboard/queues/jobs?state=waiting&page=2")
+    assert JOB_LINK.findall(second.text) == ["j04", "j03", "j02", "j01", "j00"]
+    assert "Next →" not in second.text
+
+
+async def test_a_queue_without_live_workers_is_not_shown_running(
+    client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
+) -> None:
+    await queue.add("n")
+    assert "no workers" in (await client.get("/dashboard")).text
+    worker = make_worker(lambda job: None, name="w-7")
+
+    async def registered() -> bool:
+        return bool(await list_workers(queue.client, queue.keys))
+
+    await wait_until(registered)
+    overview = (await client.get("/dashboard")).text
+    assert 'class="badge running"' in overview
+    page = (await client.get("/dashboard/queues/jobs")).text
+    assert "w-7" in page
+    await worker.close()
+    assert "no workers" in (await client.get("/dashboard/queues/jobs")).text
+
+
+async def test_retry_one_failed_job_from_its_page(
+    client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
+) -> None:
+    (job_id,) = await failed_jobs(queue, make_worker, 1)
+    page = await client.get(f"/dashboard/queues/jobs/jobs/{job_id}")
+    assert page.status_code == 200
+    assert "card 0 declined" in page.text and '"n": 0' in html.unescape(page.text)
+    token = await csrf_of(client, f"/dashboard/queues/jobs/jobs/{job_id}")
+    response = await client.post(f"/dashboard/queues/jobs/jobs/{job_id}/retry",
+                                 data={"csrf": token})  # fmt: skip
+    assert response.status_code == 303
+    assert await queue.get_job_state(job_id) == "waiting"
+
+
+async def test_retry_all_failed_jobs_after_confirming(
+    client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
+) -> None:
+    await failed_jobs(queue, make_worker, 3)
+    confirm = await client.get("/dashboard/queues/jobs/retry-failed")
+    assert "3 jobs of <strong>jobs</strong> failed for good" in confirm.text
+    token = await csrf_of(client, "/dashboard/queues/jobs/retry-failed")
+    unconfirmed = await client.post("/dashboard/queues/jobs/retry-failed", data={"csrf": token})
+    assert "not+confirmed" in unconfirmed.headers["location"]
+    assert await queue.get_failed_count() == 3
+    done = await client.post("/dashboard/queues/jobs/retry-failed",
+                             data={"csrf": token, "confirm": "yes"})  # fmt: skip
+    assert "Retried+3+failed+jobs" in done.headers["location"]
+    assert await queue.get_failed_count() == 0
+
+
+@pytest.mark.parametrize("action", ["pause", "resume"])
+async def test_pause_and_resume(client: httpx.AsyncClient, queue: Queue, action: str) -> None:
+    await queue.add("n")
+    if action == "resume":
+        await queue.pause()
+    token = await csrf_of(client, "/dashboard/queues/jobs")
+    response = await client.post(f"/dashboard/queues/jobs/{action}", data={"csrf": token})
+    assert response.status_code == 303
+    assert await queue.is_paused() is (action == "pause")
+
+
+async def test_drain_and_clean_remove_jobs_after_confirming(
+    client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
+) -> None:
+    await failed_jobs(queue, make_worker, 2)
+    await queue.add_bulk([{"name": "n"}, {"name": "m", "delay": 60_000}])
+    assert "Delete the 2 jobs" in (await client.get("/dashboard/queues/jobs/drain")).text
+    token = await csrf_of(client, "/dashboard/queues/jobs/drain")
+    await client.post("/dashboard/queues/jobs/drain", data={"csrf": token, "confirm": "yes"})
+    counts = await queue.get_job_counts()
+    assert (counts["waiting"], counts["delayed"], counts["failed"]) == (0, 0, 2)
+    form = {"csrf": token, "confirm": "yes", "state": "failed", "grace_s": "0"}
+    response = await client.post("/dashboard/queues/jobs/clean", data=form)
+    assert "Removed+2+failed+jobs" in response.headers["location"]
+    assert await queue.get_failed_count() == 0
+
+
+async def test_auto_refresh_is_a_meta_refresh_within_the_csp(
+    client: httpx.AsyncClient, queue: Queue
+) -> None:
+    await queue.add("n")
+    plain = await client.get("/dashboard/queues/jobs")
+    assert 'http-equiv="refresh"' not in plain.text
+    refreshing = await client.get("/dashboard/queues/jobs?refresh=5")
+    assert '<meta http-equiv="refresh" content="5">' in refreshing.text
+    assert "script-src" not in refreshing.headers["content-security-policy"]
+    assert "<script" not in refreshing.text
+    odd = await client.get("/dashboard/queues/jobs?refresh=1")
+    assert 'http-equiv="refresh"' not in odd.text
+
+
+async def test_a_queue_whose_name_holds_a_slash_opens(
+    client: httpx.AsyncClient, redis_url: str, prefix: str, make_worker: MakeWorker
+) -> None:
+    async with Queue("team/emails", connection=redis_url, prefix=prefix) as queue:
+        job = await queue.add("n", job_id="j1")
+        overview = (await client.get("/dashboard")).text
+        assert 'href="/dashboard/queues/team%2Femails"' in overview
+        page = await client.get("/dashboard/queues/team%2Femails")
+        assert page.status_code == 200 and "j1" in page.text
+        job_page = await client.get(f"/dashboard/queues/team%2Femails/jobs/{job.id}")
+        assert job_page.status_code == 200
+        dead = await client.get("/dashboard/queues/team%2Femails/dead-letters")
+        assert dead.status_code == 200
+
+
+async def test_job_page_of_a_missing_job_is_a_404(client: httpx.AsyncClient, queue: Queue) -> None:
+    await queue.add("n")
+    response = await client.get("/dashboard/queues/jobs/jobs/nope")
+    assert response.status_code == 404
+    assert "There is no job &#39;nope&#39; in &#39;jobs&#39;" in response.text

@@ -1,0 +1,71 @@
+"""POST /api/queues/{name}/jobs/{id}/retry and POST /api/queues/{name}/retry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from lazarus import Job, Queue
+from tests.conftest import wait_until
+
+
+async def failed_jobs(queue: Queue, make_worker: Any, count: int) -> list[str]:
+    added = await queue.add_bulk([{"name": "n", "data": {"i": i}} for i in range(count)])
+
+    async def boom(job: Job) -> None:
+        raise RuntimeError("boom")
+
+    worker = make_worker(boom)
+
+    async def failed() -> bool:
+        return await queue.get_failed_count() == count
+
+    await wait_until(failed)
+    await worker.close()
+    return [job.id for job in added]
+
+
+async def test_retry_one_failed_job(
+    client: httpx.AsyncClient, queue: Queue, make_worker: Any
+) -> None:
+    (job_id,) = await failed_jobs(queue, make_worker, 1)
+    response = await client.post(f"/api/queues/jobs/jobs/{job_id}/retry")
+    assert response.status_code == 200, response.text
+    assert (response.json()["id"], response.json()["state"]) == (job_id, "waiting")
+    again = await client.post(f"/api/queues/jobs/jobs/{job_id}/retry")
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "job_state_conflict"
+    missing = await client.post("/api/queues/jobs/jobs/nope/retry")
+    assert missing.status_code == 404
+
+
+async def test_retry_every_failed_job_with_a_dry_run_first(
+    client: httpx.AsyncClient, queue: Queue, make_worker: Any
+) -> None:
+    await failed_jobs(queue, make_worker, 3)
+    dry = await client.post("/api/queues/jobs/retry?dryRun=true")
+    assert dry.json() == {"state": "failed", "retried": 3, "dryRun": True}
+    assert await queue.get_failed_count() == 3
+    done = await client.post("/api/queues/jobs/retry")
+    assert done.json() == {"state": "failed", "retried": 3, "dryRun": False}
+    assert await queue.get_failed_count() == 0
+
+
+async def test_retry_of_an_unknown_queue_is_a_404(client: httpx.AsyncClient) -> None:
+    assert (await client.post("/api/queues/nope/retry")).status_code == 404
+
+
+async def test_the_live_workers_of_a_queue(
+    client: httpx.AsyncClient, queue: Queue, make_worker: Any
+) -> None:
+    await queue.add("n")
+    make_worker(lambda job: None, name="w-1", concurrency=2)
+
+    async def listed() -> bool:
+        return bool((await client.get("/api/queues/jobs/workers")).json()["workers"])
+
+    await wait_until(listed)
+    (worker,) = (await client.get("/api/queues/jobs/workers")).json()["workers"]
+    assert (worker["name"], worker["concurrency"]) == ("w-1", 2)
+    assert worker["lastSeen"] >= worker["startedAt"] > 0

@@ -1,0 +1,182 @@
+"""Deduplication: an add whose deduplication id another job holds adds nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import Job, Queue, UnrecoverableError, Worker, _scripts
+from lazarus._keys import QueueKeys
+
+from .conftest import keys_of, wait_until
+from .test_worker import on_count
+
+MakeWorker = Callable[..., Worker]
+
+
+async def events_named(raw: aioredis.Redis, queue: Queue, name: str) -> list[dict[str, str]]:
+    return [f for _, f in await raw.xrange(queue.keys.events) if f["event"] == name]
+
+
+async def test_a_duplicate_add_returns_the_holder_writes_nothing_and_says_so(
+    queue: Queue, raw: aioredis.Redis
+) -> None:
+    first = await queue.add("send", {"n": 1}, deduplication={"id": "order-7"})
+
+    second = await queue.add("send", {"n": 2}, deduplication={"id": "order-7"})
+
+    assert second.id == first.id
+    assert second.data == {"n": 1}
+    assert second.deduplication_id == "order-7"
+    assert await queue.get_waiting_count() == 1
+    assert await queue.get_deduplication_job_id("order-7") == first.id
+    [event] = await events_named(raw, queue, "deduplicated")
+    assert event["jobId"] == first.id and event["deduplicationId"] == "order-7"
+    assert event["deduplicatedJobId"] not in (first.id, "")
+
+
+async def test_one_bulk_add_keeps_the_first_job_of_each_deduplication_id(queue: Queue) -> None:
+    jobs = await queue.add_bulk([
+        {"name": "a", "data": 1, "deduplication": {"id": "x"}},
+        {"name": "b", "data": 2},
+        {"name": "c", "data": 3, "deduplication": {"id": "x"}},
+    ])  # fmt: skip
+
+    assert [j.data for j in jobs] == [1, 2, 1]
+    assert jobs[2].id == jobs[0].id
+    assert await queue.get_waiting_count() == 2
+
+
+@pytest.mark.parametrize(
+    ("processor", "attempts"),
+    [(lambda job: "done", 1), (lambda job: 1 / 0, 1)],
+    ids=["completed", "failed"],
+)
+async def test_without_ttl_the_id_is_free_once_the_job_finishes(
+    queue: Queue, make_worker: MakeWorker, processor: Callable[[Job], object], attempts: int
+) -> None:
+    first = await queue.add("n", deduplication={"id": "k"}, attempts=attempts)
+    worker = make_worker(processor)
+
+    await wait_until(lambda: _freed(queue), message="the id to be freed")
+    await worker.close()
+
+    second = await queue.add("n", deduplication={"id": "k"})
+    assert second.id != first.id
+    assert await queue.get_deduplication_job_id("k") == second.id
+
+
+async def _freed(queue: Queue) -> bool:
+    return await queue.get_deduplication_job_id("k") is None
+
+
+async def test_a_dead_lettered_job_frees_its_id(queue: Queue, make_worker: MakeWorker) -> None:
+    async def fail(job: Job) -> None:
+        raise UnrecoverableError("no")
+
+    await queue.add("n", deduplication={"id": "k"})
+    worker = make_worker(fail, dead_letter_queue="jobs-dlq")
+
+    await asyncio.wait_for(on_count(worker, "deadLettered", 1).wait(), 10)
+
+    assert await queue.get_deduplication_job_id("k") is None
+
+
+async def test_a_retried_job_keeps_its_id(queue: Queue, make_worker: MakeWorker) -> None:
+    async def fail(job: Job) -> None:
+        raise ConnectionError("down")
+
+    job = await queue.add("n", deduplication={"id": "k"}, attempts=2,
+                          backoff={"type": "fixed", "delay": 60_000})  # fmt: skip
+    worker = make_worker(fail)
+
+    await asyncio.wait_for(on_count(worker, "retrying", 1).wait(), 10)
+
+    assert await queue.get_deduplication_job_id("k") == job.id
+    assert (await queue.add("n", deduplication={"id": "k"})).id == job.id
+
+
+async def test_with_ttl_the_id_outlives_the_job_until_the_ttl_runs_out(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    first = await queue.add("n", deduplication={"id": "k", "ttl": 1500})
+    worker = make_worker(lambda job: "done")
+    await asyncio.wait_for(on_count(worker, "completed", 1).wait(), 10)
+
+    assert (await queue.add("n", deduplication={"id": "k", "ttl": 1500})).id == first.id
+
+    await wait_until(lambda: _freed(queue), message="the ttl to run out")
+    assert (await queue.add("n", deduplication={"id": "k"})).id != first.id
+
+
+async def test_removing_the_job_or_the_key_frees_the_id(queue: Queue) -> None:
+    job = await queue.add("n", deduplication={"id": "k", "ttl": 60_000})
+    await queue.remove(job.id)
+    assert await queue.get_deduplication_job_id("k") is None
+
+    await queue.add("n", deduplication={"id": "k"})
+    assert await queue.remove_deduplication_key("k") is True
+    assert await queue.remove_deduplication_key("k") is False
+    assert (await queue.add("n", deduplication={"id": "k"})).id != job.id
+    assert await queue.get_waiting_count() == 2
+
+
+async def test_cleaning_a_waiting_job_frees_its_id(queue: Queue) -> None:
+    await queue.add("n", deduplication={"id": "k"})
+
+    await queue.clean(0, state="waiting")
+
+    assert await queue.get_deduplication_job_id("k") is None
+
+
+async def test_an_id_another_job_took_since_is_not_freed(queue: Queue) -> None:
+    old = await queue.add("n", deduplication={"id": "k"})
+    await queue.remove_deduplication_key("k")
+    new = await queue.add("n", deduplication={"id": "k"})
+
+    await queue.remove(old.id)
+
+    assert await queue.get_deduplication_job_id("k") == new.id
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "field"),
+    [
+        ("k", TypeError, "deduplication"),
+        ({"ttl": 5}, ValueError, "deduplication.id"),
+        ({"id": "has space"}, ValueError, "deduplication.id"),
+        ({"id": "k", "ttl": 0}, ValueError, "deduplication.ttl"),
+        ({"id": "k", "ttl": "5"}, TypeError, "deduplication.ttl"),
+        ({"id": "k", "mode": "extend"}, ValueError, "unknown keys"),
+    ],
+)
+async def test_bad_deduplication_raises_naming_the_field_and_writes_nothing(
+    queue: Queue, raw: aioredis.Redis, prefix: str, value: object, error: type[Exception],
+    field: str,
+) -> None:  # fmt: skip
+    with pytest.raises(error, match=field):
+        await queue.add("n", deduplication=value)  # type: ignore[arg-type]
+
+    assert await keys_of(raw, prefix) == set()
+
+
+async def test_add_jobs_script_answers_the_holder_for_a_held_id(
+    raw: aioredis.Redis, prefix: str
+) -> None:
+    k = QueueKeys(prefix, "src")
+    opts = json.dumps({"attempts": 1})
+
+    async def add(job_id: str) -> object:
+        args = [1000, 100, job_id, "n", "{}", opts, 0, 0, 1, "dk", 0]
+        return (await _scripts.load("add_jobs")(raw, [*k.group, k.job(job_id)], args))[0]
+
+    assert await add("a") == "waiting"
+    assert await add("b") == ["a"]
+    assert await raw.exists(k.job("b")) == 0
+    assert await raw.hget(k.job("a"), "deid") == "dk"
+    assert await raw.get(k.dedup("dk")) == "a"
+    assert await raw.pttl(k.dedup("dk")) == -1

@@ -1,0 +1,46 @@
+"""Workers register in Redis while they run (lazarus.workers), so operators see who works."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from lazarus import Queue
+from lazarus.workers import Presence, list_workers
+from tests.conftest import wait_until
+
+
+async def test_a_running_worker_is_listed_and_leaves_when_it_closes(
+    queue: Queue, make_worker: Any
+) -> None:
+    # Given a worker of the queue
+    worker = make_worker(lambda job: None, concurrency=3, name="w-1")
+
+    async def listed() -> bool:
+        return [w.name for w in await list_workers(queue.client, queue.keys)] == ["w-1"]
+
+    # Then it is listed with its details
+    await wait_until(listed)
+    (info,) = await list_workers(queue.client, queue.keys)
+    assert (info.concurrency, info.pid, info.running) == (3, os.getpid(), 0)
+    assert info.last_seen >= info.started_at > 0
+    # When it closes, then it is gone at once
+    await worker.close()
+    assert await list_workers(queue.client, queue.keys) == []
+
+
+async def test_an_expired_registration_is_not_listed_and_is_swept_by_the_next_heartbeat(
+    queue: Queue, raw: aioredis.Redis
+) -> None:
+    # Given a worker that died: its registration expired a second ago
+    await raw.zadd(queue.keys.workers, {"dead": 1_000})
+    await raw.hset(queue.keys.workers_info, "dead", json.dumps({"pid": 1}))
+    assert await list_workers(queue.client, queue.keys) == []
+    # When a live worker's heartbeat runs
+    await Presence(queue.client, queue.keys, "alive", 1, lambda: 0).beat()
+    # Then only the live one is left, details and all
+    assert await raw.zrange(queue.keys.workers, 0, -1) == ["alive"]
+    assert await raw.hkeys(queue.keys.workers_info) == ["alive"]
