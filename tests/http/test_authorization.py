@@ -41,6 +41,28 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
             ("POST", "/{id}/retry", OP),
         ]
     },
+    # the dead letter lifecycle, retention and health
+    ("POST", "/api/dead-letters/settle"): OP,
+    ("POST", "/api/dead-letters/{id}/archive"): OP,
+    ("POST", "/api/dead-letters/{id}/flag"): OP,
+    ("POST", "/api/dead-letters/{id}/reopen"): OP,
+    ("POST", "/api/dead-letters/{id}/replay"): OP,
+    ("POST", "/api/dead-letters/{id}/status"): OP,
+    ("GET", "/api/queues/{name}/dead-letter-health"): V,
+    ("GET", "/api/queues/{name}/retention"): V,
+    ("PUT", "/api/queues/{name}/retention"): A,
+    ("POST", "/api/queues/{name}/prune"): OP,
+    # failed jobs and workers of every queue
+    ("POST", "/api/queues/{name}/jobs/{id}/retry"): OP,
+    ("POST", "/api/queues/{name}/retry"): OP,
+    ("GET", "/api/queues/{name}/workers"): V,
+    # seed 003's API over the record, and the webhook delivery log
+    ("GET", "/api/v1/dead-letter"): V,
+    ("GET", "/api/v1/dead-letter/stats"): V,
+    ("GET", "/api/v1/dead-letter/{id}"): V,
+    ("DELETE", "/api/v1/dead-letter/{id}"): OP,
+    ("POST", "/api/v1/dead-letter/{id}/retry"): OP,
+    ("GET", "/api/v1/webhooks/deliveries"): A,
     # Open Job Spec, mounted at /ojs: remote workers need an operator's token
     ("GET", "/ojs/manifest"): V,
     ("GET", "/ojs/v1/health"): V,

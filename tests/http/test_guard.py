@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from lazarus import Queue
 from lazarus.http import create_app
-from lazarus.http.auth import MASKED
+from lazarus.masking import MASKED
 
 from .conftest import AUTH, DLQ
 

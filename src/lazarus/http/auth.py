@@ -15,14 +15,12 @@ token of any length or alphabet is checked the same way and can never raise.
 from __future__ import annotations
 
 import collections
-import contextvars
 import dataclasses
 import enum
 import hashlib
 import hmac
 import time
 from collections.abc import Iterable
-from typing import Any
 
 MIN_TOKEN_LENGTH = 16
 """The shortest token accepted in configuration: guessing must be hopeless."""
@@ -51,20 +49,6 @@ class Principal:
     def may(self, role: Role) -> bool:
         """Whether this principal has ``role`` or a higher one."""
         return self.role >= role
-
-
-MASKED = "[masked: this credential may not read payloads]"
-
-payloads_visible: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "lazarus_payloads_visible", default=True
-)
-"""Whether the request being served may read payloads; set by the guard for each request."""
-
-
-def masked(value: Any) -> Any:
-    """``value``, or :data:`MASKED` when the current request may not read payloads. Every
-    response field that carries a payload, a return value or job arguments goes through it."""
-    return value if payloads_visible.get() else MASKED
 
 
 ANONYMOUS = Principal("anonymous", Role.ADMIN)

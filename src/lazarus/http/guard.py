@@ -25,8 +25,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..audit import AuditTrail
+from ..masking import payloads_visible
 from .audit import summarize
-from .auth import ANONYMOUS, Credentials, Principal, Role, Throttle, payloads_visible
+from .auth import ANONYMOUS, Credentials, Principal, Role, Throttle
 
 log = logging.getLogger("lazarus.http")
 
@@ -40,7 +41,7 @@ PUBLIC = re.compile(r"^/(health|dashboard/login|dashboard/static/[^/]+)?/?$")
 # The dashboard checks its session in its route classes (lazarus.dashboard.routing).
 DASHBOARD = re.compile(r"^/dashboard(/|$)")
 # What only an admin may do, whatever the method: the audit trail, webhooks, credentials.
-ADMIN_ALWAYS = re.compile(r"^/api/(audit|webhooks|tokens)(/|$)")
+ADMIN_ALWAYS = re.compile(r"^/api/(v1/)?(audit|webhooks|tokens)(/|$)")
 # What only an admin may change (reading is a viewer's right): policies, rules, alerts.
 ADMIN_CHANGES = re.compile(r"/(retention|redrive|rules|alerts|policy)(/|$)")
 # Query parameters that search payloads: a viewer without payloads may not use them.

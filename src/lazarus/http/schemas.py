@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..job import AttemptRecord, DeadLetterMetadata, Job
+from ..masking import masked
 from ..operators import QueueSummary
-from .auth import masked
 
 # -- errors ----------------------------------------------------------------------------------
 
