@@ -17,7 +17,7 @@ from ..errors import JobNotFoundError, JobStateError, LazarusError, NotADeadLett
 from .filters import FilterForm, Where
 from .render import query
 from .routing import SignedInRoute, find_queue, no_such
-from .security import flash_params
+from .security import actor, flash_params
 
 router = APIRouter(
     prefix="/dashboard/queues/{name:path}", route_class=SignedInRoute, include_in_schema=False
@@ -64,7 +64,7 @@ async def replay(request: Request, name: str, job_id: str) -> Response:
         return no_such(request, f"There is no queue called {name!r}.")
     fields = await form_fields(request)
     try:
-        new_id = await queue.replay_dead_letter(job_id, actor="operator:dashboard")
+        new_id = await queue.replay_dead_letter(job_id, actor=actor(request))
     except (LazarusError, ValueError) as exc:
         return back_to_list(request, name, fields, _gone(job_id, exc), error=True)
     return back_to_list(request, name, fields, f"Replayed dead letter {job_id} as job {new_id}.")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 
 from starlette.requests import Request
@@ -130,3 +131,16 @@ def flash_of(request: Request) -> tuple[str, str]:
     if not message or not hmac.compare_digest(signature, _flash_mac(request, message, kind)):
         return "", "ok"
     return message, kind
+
+
+_UNSAFE_NAME = re.compile(r"[\s,\x00-\x1f\x7f-\x9f]+")
+
+
+def actor(request: Request, typed: str = "") -> str:
+    """Who the timeline and the audit name for an action: ``operator:<name>`` of the signed-in
+    credential; without authentication, the name typed in the form (else ``dashboard``)."""
+    session = current_session(request)
+    if session is not None and session.principal.name != "anonymous":
+        return f"operator:{session.principal.name}"
+    name = _UNSAFE_NAME.sub("-", typed.strip())[:100] or "dashboard"
+    return f"operator:{name}"
