@@ -55,11 +55,11 @@ async def _get(client: httpx.AsyncClient, params: dict[str, Any]) -> Any:
 async def list_route(url: str, prefix: str, probe: PauseProbe, rng: random.Random, reps: int,
                      pages: int) -> tuple[list[Row], list[str]]:  # fmt: skip
     """First pages with filters, a deep page, and a substring filter; rows and notes."""
-    app = create_app(connection=url, prefix=prefix)
+    app = create_app(connection=url, prefix=prefix, auth=False)
     transport = httpx.ASGITransport(app=app)
     rows: list[Row] = []
     notes = []
-    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         for key, label, make in KINDS:
             calls = [partial(_get, client, make(rng)) for _ in range(reps)]
             async with probe.phase(f"HTTP first page: {label}"):

@@ -172,7 +172,7 @@ def serve(url: str) -> tuple[uvicorn.Server, threading.Thread, str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = create_app(connection=url, prefix=PREFIX)
+    app = create_app(connection=url, prefix=PREFIX, auth=False)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

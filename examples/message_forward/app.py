@@ -24,7 +24,10 @@ log = logging.getLogger("message_forward.http")
 def create_app(service: Service) -> FastAPI:
     """The service's ASGI app; its lifespan starts and stops ``service``."""
     settings = service.settings
-    lazarus_app = create_lazarus_app(connection=settings.redis_url, prefix=settings.prefix)
+    lazarus_app = create_lazarus_app(
+        connection=settings.redis_url, prefix=settings.prefix, token=settings.api_token,
+        auth=settings.api_token is not None,
+    )  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

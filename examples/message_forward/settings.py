@@ -33,11 +33,18 @@ class Settings:
     lock_duration_ms: int = 30_000
     stalled_interval_ms: int = 30_000
     connect_timeout_s: float = 2.0
+    api_token: str | None = None  # the dashboard's and API's token; None: no sign-in
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
-        """Settings with the Redis URL from ``LAZARUS_REDIS_URL`` (unset: ``None``)."""
-        return cls(redis_url=os.environ.get("LAZARUS_REDIS_URL") or None, **overrides)
+        """Settings with the Redis URL from ``LAZARUS_REDIS_URL`` (unset: ``None``) and the
+        dashboard's token from ``LAZARUS_API_TOKEN`` (unset: the dashboard asks for none,
+        which suits a service on 127.0.0.1 only)."""
+        return cls(
+            redis_url=os.environ.get("LAZARUS_REDIS_URL") or None,
+            api_token=os.environ.get("LAZARUS_API_TOKEN") or None,
+            **overrides,
+        )
 
     def job_options(self) -> dict[str, Any]:
         """The options every forward job is added with."""

@@ -293,3 +293,13 @@ class QueueKeys:
     def dead_letter_registry(self) -> str:
         """The set of the names of every queue used as a dead letter queue."""
         return f"{self.prefix}:dlqs"
+
+
+def audit_key(prefix: str) -> str:
+    """The stream of the audit trail of the operator surfaces (``lazarus.http.audit``)."""
+    return f"{validate_name(prefix, 'prefix')}:audit"
+
+
+def session_key(prefix: str, digest: str) -> str:
+    """One dashboard session, by the SHA-256 of its id (the id itself is never stored)."""
+    return f"{validate_name(prefix, 'prefix')}:session:{digest}"

@@ -1,5 +1,5 @@
 """What the operator surfaces (CLI, HTTP API, dashboard, metrics) share: one Redis client, the
-key prefix, the optional API token, and queue summaries. Everything else they do is a call to
+key prefix, and queue summaries. Everything else they do is a call to
 :class:`~lazarus.Queue`; this module adds no behaviour of its own.
 """
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hmac
 
 from redis.asyncio import Redis
 
@@ -39,10 +38,8 @@ class Operators:
         *,
         connection: str | Redis | None = None,
         prefix: str = "lazarus",
-        token: str | None = None,
     ) -> None:
         self.prefix = validate_name(prefix, "prefix")
-        self.token = token or None
         self._owns_client = not isinstance(connection, Redis)
         self.client = connect(connection)
         self._queues: dict[str, Queue] = {}
@@ -87,12 +84,6 @@ class Operators:
     async def summaries(self) -> list[QueueSummary]:
         """A summary of every queue under the prefix, by name."""
         return [await self.summary(name) for name in await self.queue_names()]
-
-    def token_matches(self, presented: str | None) -> bool:
-        """Whether ``presented`` is the configured token (always true when none is set)."""
-        if self.token is None:
-            return True
-        return presented is not None and hmac.compare_digest(presented, self.token)
 
     async def close(self) -> None:
         if self._owns_client:

@@ -164,6 +164,31 @@ class Queue(_Shell[_AsyncQueue]):
     purge_dead_letter = _blocking(_AsyncQueue.purge_dead_letter)
     purge_dead_letters = _blocking(_AsyncQueue.purge_dead_letters)
     migrate_dead_letters = _blocking(_AsyncQueue.migrate_dead_letters)
+    # the dead letter lifecycle, retention and health
+    set_dead_letter_status = _blocking(_AsyncQueue.set_dead_letter_status)
+    flag_dead_letter = _blocking(_AsyncQueue.flag_dead_letter)
+    reopen_dead_letter = _blocking(_AsyncQueue.reopen_dead_letter)
+    archive_dead_letter = _blocking(_AsyncQueue.archive_dead_letter)
+    get_max_replays = _blocking(_AsyncQueue.get_max_replays)
+    set_max_replays = _blocking(_AsyncQueue.set_max_replays)
+    settle_dead_letters = _blocking(_AsyncQueue.settle_dead_letters)
+    get_retention_policy = _blocking(_AsyncQueue.get_retention_policy)
+    set_retention_policy = _blocking(_AsyncQueue.set_retention_policy)
+    prune_dead_letters = _blocking(_AsyncQueue.prune_dead_letters)
+    get_dead_letter_health = _blocking(_AsyncQueue.get_dead_letter_health)
+    # logs and progress, deduplication, rate limits, schedules
+    get_job_logs = _blocking(_AsyncQueue.get_job_logs)
+    add_job_log = _blocking(_AsyncQueue.add_job_log)
+    update_job_progress = _blocking(_AsyncQueue.update_job_progress)
+    get_deduplication_job_id = _blocking(_AsyncQueue.get_deduplication_job_id)
+    remove_deduplication_key = _blocking(_AsyncQueue.remove_deduplication_key)
+    get_global_rate_limit = _blocking(_AsyncQueue.get_global_rate_limit)
+    set_global_rate_limit = _blocking(_AsyncQueue.set_global_rate_limit)
+    remove_global_rate_limit = _blocking(_AsyncQueue.remove_global_rate_limit)
+    get_rate_limit_ttl = _blocking(_AsyncQueue.get_rate_limit_ttl)
+    get_repeatable_jobs = _blocking(_AsyncQueue.get_repeatable_jobs)
+    remove_repeatable = _blocking(_AsyncQueue.remove_repeatable)
+    remove_repeatable_by_key = _blocking(_AsyncQueue.remove_repeatable_by_key)
 
     def iter_dead_letter_ids(
         self, filter: DeadLetterFilter | None = None, *, batch_size: int = DEFAULT_BATCH

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from lazarus import Job, Queue, UnrecoverableError, Worker
-from lazarus.dashboard.security import CSRF_COOKIE
+from lazarus.dashboard.security import CSRF_COOKIE, SESSION_COOKIE
 from lazarus.http.app import create_app
 
 MakeWorker = Callable[..., Worker]
@@ -57,7 +59,7 @@ def listed_ids(html: str) -> list[str]:
 
 @pytest.fixture
 async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
-    app = create_app(connection=redis_url, prefix=prefix)
+    app = create_app(connection=redis_url, prefix=prefix, auth=False)
     yield app
     await app.state.bulk.close()
     await app.state.ops.close()
@@ -72,7 +74,7 @@ async def secured_app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
 
 
 def client_of(app: FastAPI) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")
 
 
 @pytest.fixture
@@ -87,12 +89,33 @@ async def secured(secured_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
+CSRF_VALUE = re.compile(r'name="csrf" value="([^"]+)"')
+BULK_CONFIRM = "/dashboard/queues/jobs-dlq/bulk/replay"
+
+
 async def csrf_of(client: httpx.AsyncClient, page: str = "/dashboard") -> str:
-    """Load ``page`` (which sets the CSRF cookie) and return the token forms must echo."""
+    """Load ``page`` and return the CSRF value its forms echo: the session's, or before
+    sign-in the CSRF cookie's."""
     response = await client.get(page)
     assert response.status_code == 200, response.text
-    token = client.cookies.get(CSRF_COOKIE)
-    assert token, "the first page view sets the CSRF cookie"
-    if 'method="post"' in response.text:
-        assert f'name="csrf" value="{token}"' in response.text
+    found = CSRF_VALUE.search(response.text)
+    if found is None and client.cookies.get(SESSION_COOKIE):
+        # a page without forms: the session's value is on any page that has one
+        found = CSRF_VALUE.search((await client.get(BULK_CONFIRM)).text)
+    token = found.group(1) if found else client.cookies.get(CSRF_COOKIE)
+    assert token, "every page with a form carries the CSRF value"
     return token
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture
+def chromium() -> Path:
+    """Debian's Chromium; the browser tests are skipped without it, unless ``CI`` is set."""
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is missing: install Debian's chromium to run the browser tests"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return CHROMIUM

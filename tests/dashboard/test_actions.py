@@ -64,8 +64,8 @@ async def test_acting_on_a_dead_letter_that_is_gone_says_so(
     client: httpx.AsyncClient, queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:
     [dead_id] = await dead_letter(make_worker, queue, [("once", {})])
-    await dlq.purge_dead_letter(dead_id)  # another operator was quicker
     csrf = await csrf_of(client, LIST)
+    await dlq.purge_dead_letter(dead_id)  # another operator was quicker
 
     for action in ("replay", "delete"):
         response = await client.post(f"{LIST}/{dead_id}/{action}", data={"csrf": csrf})

@@ -9,7 +9,7 @@ from lazarus import Job, Queue
 
 from ..conftest import wait_until
 from .conftest import MakeWorker
-from .test_browser import chromium, page, served  # noqa: F401 - fixtures
+from .test_browser import page, served  # noqa: F401 - fixtures
 
 
 async def test_operator_retries_failed_jobs_from_the_queue_page(

@@ -119,7 +119,12 @@ async def test_bulk_replay_sends_every_match_back_to_its_source_queue(
     await dead_letter(make_worker, queue, [("a", {}), ("b", {})])
     csrf = await csrf_of(client, f"{BULK}/replay")
 
-    operation_id, _ = await started(await client.post(f"{BULK}/replay", data={"csrf": csrf}))
+    refused = await client.post(f"{BULK}/replay", data={"csrf": csrf})
+    assert "tick" in parse_qs(urlsplit(refused.headers["location"]).query)["flash"][0]
+    assert await dlq.get_dead_letter_count() == 2
+
+    everything = {"csrf": csrf, "all": "yes"}
+    operation_id, _ = await started(await client.post(f"{BULK}/replay", data=everything))
 
     assert "Replayed 2 dead letters." in await finished_page(client, operation_id)
     assert await dlq.get_dead_letter_count() == 0
@@ -133,7 +138,7 @@ async def test_progress_page_reloads_itself_while_the_operation_runs(
     await dead_letter(make_worker, queue, [("a", {}), ("b", {}), ("c", {})])
     csrf = await csrf_of(client, f"{BULK}/replay")
     operation_id, _ = await started(
-        await client.post(f"{BULK}/replay", data={"csrf": csrf, "rate": "0.2"})
+        await client.post(f"{BULK}/replay", data={"csrf": csrf, "rate": "0.2", "all": "yes"})
     )
 
     # When the first is done, Then the page shows the progress and reloads itself

@@ -8,7 +8,7 @@ from playwright.async_api import ConsoleMessage, Page, expect
 from lazarus import Queue
 
 from .conftest import MakeWorker, dead_letter
-from .test_browser import chromium, page, served  # noqa: F401 - the browser fixtures
+from .test_browser import page, served  # noqa: F401 - the browser fixtures
 
 
 async def test_operator_opens_the_health_page_of_a_dead_letter_queue(

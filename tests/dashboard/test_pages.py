@@ -172,10 +172,13 @@ async def test_payload_and_error_are_escaped_on_every_page(
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in response.text
 
 
-async def test_flash_message_in_the_query_string_is_escaped(client: httpx.AsyncClient) -> None:
+async def test_an_unsigned_flash_message_in_the_query_string_is_not_shown(
+    client: httpx.AsyncClient,
+) -> None:
     response = await client.get(f"/dashboard/queues/jobs-dlq/dead-letters?flash={XSS}")
     assert XSS not in response.text
-    assert '<p class="flash flash-ok" role="status">&lt;script&gt;' in response.text
+    assert "&lt;script&gt;" not in response.text
+    assert 'class="flash flash-ok"' not in response.text
 
 
 async def test_unknown_queue_or_dead_letter_is_a_404_page(client: httpx.AsyncClient) -> None:
@@ -191,7 +194,7 @@ async def test_unknown_queue_or_dead_letter_is_a_404_page(client: httpx.AsyncCli
 
 
 async def test_unreachable_redis_is_a_503_page() -> None:
-    app = create_app(connection="redis://127.0.0.1:9/0")
+    app = create_app(connection="redis://127.0.0.1:9/0", auth=False)
     async with client_of(app) as client:
         response = await client.get("/dashboard")
     await app.state.ops.close()

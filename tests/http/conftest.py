@@ -16,7 +16,7 @@ from lazarus.http import create_app
 
 from ..procs import fail_as_told
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DLQ = "jobs-dlq"
 MakeWorker = Callable[..., Worker]
@@ -62,7 +62,9 @@ async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """A client that sends the token."""
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=AUTH) as c:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://localhost", headers=AUTH
+    ) as c:
         yield c
 
 
@@ -70,7 +72,7 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 async def anonymous(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """A client without the token."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
     ) as c:
         yield c
 

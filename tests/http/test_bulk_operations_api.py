@@ -138,7 +138,9 @@ async def test_another_server_process_reads_the_operation_from_redis(
 
     # When a second server is asked about it
     transport = httpx.ASGITransport(app=second_app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://second") as second:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://127.0.0.1", headers=AUTH
+    ) as second:
         seen = await second.get(f"{BULK}/{started['id']}")
 
     # Then it reports the same record, kept in Redis with a time to live

@@ -32,11 +32,12 @@ async def test_flag_archive_reopen_and_the_timeline(
     assert archived.json()["status"] == "archived"
     assert again.status_code == 409 and again.json()["error"]["code"] == "job_state_conflict"
     timeline = archived.json()["_dlqMeta"]["timeline"]
+    # The credential names who acted (the token is named "token"), not the body's "operator"
     assert [(c["to"], c["actor"], c["note"]) for c in timeline] == [
-        ("manual", "operator:ada", "odd"), ("archived", "operator:api", "refunded"),
+        ("manual", "operator:token", "odd"), ("archived", "operator:token", "refunded"),
     ]  # fmt: skip
-    live = await client.get("/ojs/v1/dead-letter/count", params=params)
-    kept = await client.get("/ojs/v1/dead-letter/count", params={**params, "status": "archived"})
+    live = await client.get("/api/dlq/count", params=params)
+    kept = await client.get("/api/dlq/count", params={**params, "status": "archived"})
     assert (live.json()["count"], kept.json()["count"]) == (0, 1)
 
     reopened = await client.post(f"{API}/{dl_id}/reopen", params=params)
@@ -78,7 +79,7 @@ async def test_replay_with_a_changed_payload_into_another_queue(
     async with Queue("review", connection=redis_url, prefix=prefix) as review:
         replayed = await review.get_job(response.json()["id"])
     assert replayed is not None and replayed.data is None
-    shown = await client.get(f"/ojs/v1/dead-letter/{dl_id}", params={"dlq": DLQ})
+    shown = await client.get(f"/api/dlq/{dl_id}", params={"dlq": DLQ})
     meta = shown.json()["_dlqMeta"]
     assert (shown.json()["status"], meta["replayQueue"]) == ("processing", "review")
     assert meta["timeline"][-1]["replacedData"].startswith('{"label":"a"')

@@ -78,9 +78,9 @@ async def test_each_app_has_its_own_registry(
     app: FastAPI, client: httpx.AsyncClient, redis_url: str, prefix: str
 ) -> None:
     # Given a second app on the same prefix
-    second = create_app(connection=redis_url, prefix=prefix)
+    second = create_app(connection=redis_url, prefix=prefix, auth=False)
     transport = httpx.ASGITransport(app=second)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as other:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as other:
         # When both are scraped, twice
         responses = [await c.get("/metrics") for c in (client, other, client, other)]
     await second.state.ops.close()

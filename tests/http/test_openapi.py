@@ -1,8 +1,8 @@
 """The OpenAPI document, checked by schemathesis against a seeded app: whatever it generates,
 no answer is a 5xx, and every answer conforms to the schema (status, content type, body).
 
-The app requires a token that schemathesis does not have, so every state-changing request is
-refused with a 401 before it touches the seeded dead letters.
+schemathesis signs in as a viewer: every read runs, and every state-changing request is
+refused with a 403 before it touches the seeded dead letters.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ from schemathesis.specs.openapi.checks import (
 
 from lazarus.http import create_app
 
-from .conftest import DLQ, TOKEN
+from .conftest import DLQ
+
+VIEWER = "viewer-token-for-schemathesis"
+VIEWER_AUTH = {"Authorization": f"Bearer {VIEWER}"}
 
 CHECKS = [
     not_a_server_error,
@@ -35,7 +38,7 @@ CHECKS = [
 def _cases() -> list[tuple[str, str, GenerationMode]]:
     """``(method, path, mode)`` of every operation in both generation modes, except the
     negative mode of operations that take no input; building the document needs no Redis."""
-    document = create_app(connection="redis://unused.invalid:1/0").openapi()
+    document = create_app(connection="redis://unused.invalid:1/0", auth=False).openapi()
     found = []
     for path, item in document["paths"].items():
         for method, spec in item.items():
@@ -48,8 +51,9 @@ def _cases() -> list[tuple[str, str, GenerationMode]]:
 @pytest.fixture
 def api_schema(redis_url: str, prefix: str, seeded: dict[str, str]) -> schemathesis.BaseSchema:
     """The OpenAPI schema of an app with four dead letters, read from its ``/openapi.json``."""
-    app = create_app(connection=redis_url, prefix=prefix, token=TOKEN)
-    return schemathesis.openapi.from_asgi("/openapi.json", app)
+    tokens = f"viewer:viewer+payloads:{VIEWER}"
+    app = create_app(connection=redis_url, prefix=prefix, tokens=tokens, allowed_hosts=["*"])
+    return schemathesis.openapi.from_asgi("/openapi.json", app, headers=VIEWER_AUTH)
 
 
 def strategy(
@@ -89,7 +93,7 @@ def test_every_operation_answers_without_5xx_and_as_its_schema_says(
         suppress_health_check=list(HealthCheck),
     )
     def answers_as_documented(case: Case) -> None:
-        case.call_and_validate(checks=CHECKS)
+        case.call_and_validate(checks=CHECKS, headers=VIEWER_AUTH)
 
     answers_as_documented()
 

@@ -102,7 +102,8 @@ async def test_pause_of_an_unknown_queue_is_not_found_and_writes_nothing(
 ) -> None:
     response = await client.post("/api/queues/never-used/pause")
     assert response.status_code == 404
-    assert [k async for k in raw.scan_iter(match=f"{prefix}:*")] == []
+    # Nothing but the audit trail's record of the refusal
+    assert [k async for k in raw.scan_iter(match=f"{prefix}:*")] == [f"{prefix}:audit"]
 
 
 async def test_health_reports_active_waiting_failed_and_dead_letters_per_queue(
@@ -135,7 +136,7 @@ async def test_health_reports_active_waiting_failed_and_dead_letters_per_queue(
     await queue.add_bulk([{"name": "later"}, {"name": "later"}])
 
     # When the health check is called
-    response = await client.get("/health")
+    response = await client.get("/api/health")
     release.set()
 
     # Then it reports Redis as reachable and the exact counts
@@ -152,7 +153,7 @@ async def test_health_reports_active_waiting_failed_and_dead_letters_per_queue(
 
 
 async def test_health_with_no_queues_reports_zero_queues(client: httpx.AsyncClient) -> None:
-    response = await client.get("/health")
+    response = await client.get("/api/health")
     assert response.json() == {
         "status": "ok", "redis": {"reachable": True, "error": None}, "queues": [], "error": None
     }  # fmt: skip
@@ -161,9 +162,12 @@ async def test_health_with_no_queues_reports_zero_queues(client: httpx.AsyncClie
 @pytest.fixture
 async def unreachable() -> AsyncIterator[httpx.AsyncClient]:
     """A client of an app whose Redis cannot be reached."""
-    app = create_app(connection=UNREACHABLE, prefix="p", token="t")
+    app = create_app(connection=UNREACHABLE, prefix="p", token="t" * 16)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+    headers = {"Authorization": f"Bearer {'t' * 16}"}
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://localhost", headers=headers
+    ) as c:
         yield c
     await app.state.ops.close()
 
@@ -171,7 +175,7 @@ async def unreachable() -> AsyncIterator[httpx.AsyncClient]:
 async def test_health_is_503_with_a_json_body_when_redis_is_down(
     unreachable: httpx.AsyncClient,
 ) -> None:
-    response = await unreachable.get("/health")
+    response = await unreachable.get("/api/health")
 
     assert response.status_code == 503
     body = response.json()
@@ -179,6 +183,19 @@ async def test_health_is_503_with_a_json_body_when_redis_is_down(
     assert body["redis"]["reachable"] is False
     assert "127.0.0.1:1" in body["redis"]["error"]
     assert body["error"]["code"] == "redis_unavailable"
+
+
+async def test_liveness_says_only_whether_redis_answers(
+    unreachable: httpx.AsyncClient, anonymous: httpx.AsyncClient
+) -> None:
+    # /health needs no credentials, and tells an anonymous caller nothing about the setup
+    assert (await anonymous.get("/health")).json() == {"status": "ok"}
+    async with httpx.AsyncClient(
+        transport=unreachable._transport, base_url="http://localhost"
+    ) as stranger:
+        down = await stranger.get("/health")
+    assert down.status_code == 503
+    assert down.json() == {"status": "unavailable"}
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,8 @@ from lazarus import Queue
 from lazarus.cli import main
 from lazarus.cli.serve import is_loopback
 
+TOKEN = "a-token-for-the-serve-test"
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -46,10 +48,11 @@ async def wait_for_health(url: str, process: subprocess.Popen[bytes], timeout: f
 async def test_serve_subprocess_answers_and_stops_on_sigterm(
     redis_url: str, prefix: str, queue: Queue
 ) -> None:
-    # Given a queue with one job, and lazarus serve on a free port
+    # Given a queue with one job, and lazarus serve on a free port with a token
     await queue.add("pending")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAZARUS_")}
+    env["LAZARUS_API_TOKEN"] = TOKEN
     process = subprocess.Popen(
         [sys.executable, "-m", "lazarus.cli", "serve", "--port", str(port),
          "--redis-url", redis_url, "--prefix", prefix],
@@ -60,7 +63,9 @@ async def test_serve_subprocess_answers_and_stops_on_sigterm(
         base = f"http://127.0.0.1:{port}"
         await wait_for_health(f"{base}/health", process, 30)
         async with httpx.AsyncClient(base_url=base) as client:
-            response = await client.get("/api/queues")
+            refused = await client.get("/api/queues")
+            response = await client.get("/api/queues", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert refused.status_code == 401
         assert response.status_code == 200
         assert [q["name"] for q in response.json()["queues"]] == ["jobs"]
         assert response.json()["queues"][0]["counts"]["waiting"] == 1
@@ -77,12 +82,36 @@ async def test_serve_subprocess_answers_and_stops_on_sigterm(
             process.wait()
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
-def test_serve_refuses_a_public_address_without_a_token(host: str) -> None:
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_serve_on_every_address_needs_the_host_names_clients_use(host: str) -> None:
     result = CliRunner().invoke(main, ["serve", "--host", host], env={"LAZARUS_API_TOKEN": ""})
 
     assert result.exit_code != 0
-    assert "without a token" in result.output
+    assert "--allowed-host" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "example.com"])
+def test_serve_without_auth_is_refused_off_loopback(host: str) -> None:
+    args = ["serve", "--host", host, "--insecure-no-auth", "--allowed-host", "x"]
+    result = CliRunner().invoke(main, args, env={"LAZARUS_API_TOKEN": ""})
+
+    assert result.exit_code != 0
+    assert "--insecure-no-auth serves loopback only" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("entries", "field"),
+    [("ops:operator:short", "at least 16"), ("ops:boss:" + "x" * 20, "unknown role"),
+     ("nocolons", "expected 'name:role:token'"), (f"a:admin:{'x' * 20},a:viewer:{'y' * 20}",
+     "must be unique")],
+)  # fmt: skip
+def test_serve_refuses_bad_named_tokens_naming_the_entry(entries: str, field: str) -> None:
+    result = CliRunner().invoke(main, ["serve"], env={"LAZARUS_API_TOKENS": entries})
+
+    assert result.exit_code != 0
+    assert field in result.output
     assert "Traceback" not in result.output
 
 

@@ -88,6 +88,6 @@ async def http(
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(app.router.lifespan_context(app))
         client = await stack.enter_async_context(
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")
         )
         yield client, service

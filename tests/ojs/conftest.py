@@ -42,7 +42,7 @@ def ojs_process(redis_url: str) -> Iterator[OjsServer]:
     process = subprocess.Popen(
         [sys.executable, "-m", "lazarus.cli", "serve", "--port", str(port), "--redis-url",
          redis_url, "--prefix", prefix, "--dead-letter-queue", DEAD_LETTER_QUEUE,
-         "--ojs-test-hooks"],
+         "--ojs-test-hooks", "--insecure-no-auth"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     server = OjsServer(f"http://127.0.0.1:{port}", prefix, process)

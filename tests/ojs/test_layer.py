@@ -34,13 +34,13 @@ def backend_of(app: FastAPI) -> Backend:
 
 @pytest.fixture
 async def app(redis_url: str, prefix: str) -> FastAPI:
-    return create_app(connection=redis_url, prefix=prefix, dead_letter_queue=DLQ)
+    return create_app(connection=redis_url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
 
 
 @pytest.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://ojs") as c:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
         yield c
 
 

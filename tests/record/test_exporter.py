@@ -102,12 +102,17 @@ async def test_replay_and_purge_are_applied_in_order_and_keep_the_row(
     await dlq.purge_dead_letter(second.id)
     await drain(exporter)
 
-    # Then both rows stay, with their last status and their events in order
+    # Then both rows stay, with their last status and their events in order: the replayed one
+    # is processing (it stays in Redis until its new job ends), the purged one is gone
     by_id = {r["id"]: r for r in await rows(db)}
-    assert by_id[first.id]["status"] == "replayed"
+    assert by_id[first.id]["status"] == "processing"
     assert by_id[second.id]["status"] == "purged"
-    assert by_id[first.id]["removed_at"] is not None
-    assert await events(db, first.id) == [("dead-lettered", "pending"), ("replayed", "replayed")]
+    assert by_id[first.id]["removed_at"] is None
+    assert by_id[second.id]["removed_at"] is not None
+    assert await events(db, first.id) == [
+        ("dead-lettered", "pending"),
+        ("processing", "processing"),
+    ]
     assert await events(db, second.id) == [("dead-lettered", "pending"), ("purged", "purged")]
 
 

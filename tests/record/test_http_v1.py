@@ -17,8 +17,9 @@ from lazarus.record import RecordExporter, migrate, open_database
 from .helpers import dead_letter
 
 MakeWorker = Callable[..., Worker]
-TOKEN = "t0ken"
+TOKEN = "t0ken-for-the-v1-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+NO_AUTH = {"Authorization": ""}
 
 
 @pytest.fixture(params=["redis", "sqlite", "postgresql"])
@@ -40,7 +41,9 @@ async def client(
         await db.close()
     app = create_app(connection=redis_url, prefix=prefix, token=TOKEN, record=record)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://lazarus") as c:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://localhost", headers=AUTH
+    ) as c:
         c.app = app  # type: ignore[attr-defined]
         yield c
     if app.state.record is not None:
@@ -111,7 +114,7 @@ async def test_retry_creates_a_job_and_the_dead_letter_leaves_the_queue(
     client: httpx.AsyncClient, letters: list[str], queue: Queue, dlq: Queue,
     raw: aioredis.Redis, prefix: str,
 ) -> None:  # fmt: skip
-    refused = await client.post(f"/api/v1/dead-letter/{letters[0]}/retry")
+    refused = await client.post(f"/api/v1/dead-letter/{letters[0]}/retry", headers=NO_AUTH)
     retried = await client.post(f"/api/v1/dead-letter/{letters[0]}/retry", headers=AUTH)
 
     assert refused.status_code == 401

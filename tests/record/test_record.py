@@ -105,7 +105,7 @@ async def test_replay_of_a_dead_letter_still_in_redis_goes_through_redis(
     assert await dlq.get_dead_letter_count() == 0
     assert await queue.get_job_state(new_id) == "waiting"
     row = await record.get(letter.id)
-    assert row is not None and row["status"] == "replayed"
+    assert row is not None and row["status"] == "processing"
 
 
 async def test_delete_purges_redis_and_leaves_a_tombstone_the_outbox_cannot_undo(

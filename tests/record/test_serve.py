@@ -23,7 +23,7 @@ MakeWorker = Callable[..., Worker]
 async def test_an_app_on_a_record_never_migrated_refuses_to_start(
     redis_url: str, prefix: str, sqlite_url: str
 ) -> None:
-    app = create_app(connection=redis_url, prefix=prefix, record=sqlite_url)
+    app = create_app(connection=redis_url, prefix=prefix, record=sqlite_url, auth=False)
 
     with pytest.raises(RecordSchemaError, match="lazarus record migrate"):
         async with app.router.lifespan_context(app):
@@ -40,7 +40,9 @@ async def test_the_app_exports_dead_letters_while_it_serves(
     # Given the app of `lazarus serve --record-url ...`, started
     await raw.sadd(QueueKeys(prefix, dlq.name).dead_letter_registry, dlq.name)
     drainers = _drainers(redis_url, prefix, record_url, [], None)
-    app = create_app(connection=redis_url, prefix=prefix, record=record_url, drainers=drainers)
+    app = create_app(
+        connection=redis_url, prefix=prefix, record=record_url, drainers=drainers, auth=False
+    )
     record = Record(record_url, connection=raw, prefix=prefix)
     async with app.router.lifespan_context(app):
         await wait_until(

@@ -183,9 +183,14 @@ async def open_queue(ops: Operators, name: str) -> Queue:
     )
 
 
+_C1 = re.compile("[\x7f-\x9f]")
+
+
 def emit_json(document: Any) -> None:
-    """Print ``document`` as one JSON document on stdout."""
-    click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+    """Print ``document`` as one JSON document on stdout. JSON escapes C0 control characters;
+    DEL and the C1 ones (a terminal reads ``\\x9b`` as an escape sequence) are escaped too."""
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    click.echo(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def stdin_is_interactive() -> bool:

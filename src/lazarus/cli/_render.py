@@ -1,22 +1,25 @@
 """How the operator commands show things: rich tables for people, plain dicts for ``--json``.
 
 Times are ms since the epoch in the library and ISO 8601 (UTC) strings here. Every value that
-comes from a job is printed as :class:`rich.text.Text`, so a job named ``[bold]`` stays literal.
+comes from a job is printed as :class:`rich.text.Text`, so a job named ``[bold]`` stays literal,
+and with its control characters shown as escapes (:func:`clean`), so an error message cannot
+clear the screen, retitle the window or hide a link.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
+import re
 import sys
 import time
 from typing import Any
 
 from rich import box
 from rich.console import Console, RenderableType
-from rich.json import JSON
 from rich.table import Table
-from rich.text import Text
+from rich.text import Text as RichText
 
 from ..dead_letter import DeadLetterStats
 from ..job import AttemptRecord, DeadLetterMetadata, Job
@@ -31,13 +34,41 @@ _TIME_KEYS = (
 )  # fmt: skip
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(value: str) -> str:
+    """``value`` with every control character but newline and tab shown as an escape
+    (``\\x1b``): text from jobs never reaches the terminal as a command."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
+def Text(value: str) -> RichText:
+    """Untrusted text, cleaned (:func:`clean`) and printed literally."""
+    return RichText(clean(value))
+
+
+def json_view(value: Any) -> RichText:
+    """``value`` as indented JSON for people; JSON escapes C0 control characters itself, and
+    DEL and C1 are escaped here."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return RichText(re.sub("[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text))
+
+
+class SafeConsole(Console):
+    """A console whose ``print`` cleans plain strings too (:func:`clean`)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(clean(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
 def console(*, stderr: bool = False) -> Console:
     """A console for the current stdout (or stderr). Piped output is 200 columns wide unless
     ``COLUMNS`` says otherwise, so ids are not folded in logs and greps."""
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() or "COLUMNS" in os.environ else 200
     # markup=False: queue names, job names and errors may contain "[...]"; print them literally.
-    return Console(file=stream, width=width, soft_wrap=False, highlight=False, markup=False)
+    return SafeConsole(file=stream, width=width, soft_wrap=False, highlight=False, markup=False)
 
 
 def now_ms() -> int:
@@ -248,9 +279,9 @@ def print_dead_letter(out: Console, job: Job, *, now: int, wide: bool = False) -
         fields.add_row(label, Text(value))
     out.print(fields)
     out.rule("original options")
-    out.print(JSON.from_data(meta.original_opts))
+    out.print(json_view(meta.original_opts))
     out.rule("payload")
-    out.print(JSON.from_data(job.original_data))
+    out.print(json_view(job.original_data))
     out.rule(f"timeline ({len(meta.timeline)})")
     out.print(_timeline_table(meta) if meta.timeline else "no status change yet")
     out.rule(f"attempts ({len(meta.attempts)})")

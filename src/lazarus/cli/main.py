@@ -233,7 +233,18 @@ def startup_failure(message: str) -> str:
 
 def _register_commands() -> None:
     """Commands that live in their own modules (imported here to keep main.py small)."""
-    from . import dlq, migrate, queues, record, redrive, retention, schedules, serve, webhooks
+    from . import (
+        audit,
+        dlq,
+        migrate,
+        queues,
+        record,
+        redrive,
+        retention,
+        schedules,
+        serve,
+        webhooks,
+    )
 
     main.add_command(queues.queues)
     main.add_command(schedules.schedules)
@@ -246,6 +257,7 @@ def _register_commands() -> None:
     main.add_command(redrive.health)
     main.add_command(redrive.alerts)
     main.add_command(retention.retention)
+    main.add_command(audit.audit)
 
 
 _register_commands()

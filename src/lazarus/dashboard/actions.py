@@ -17,6 +17,7 @@ from ..errors import JobNotFoundError, JobStateError, LazarusError, NotADeadLett
 from .filters import FilterForm, Where
 from .render import query
 from .routing import SignedInRoute, find_queue, no_such
+from .security import actor, flash_params
 
 router = APIRouter(
     prefix="/dashboard/queues/{name:path}", route_class=SignedInRoute, include_in_schema=False
@@ -36,13 +37,12 @@ def list_path(name: str | None) -> str:
 
 
 def back_to_list(
-    name: str, fields: dict[str, str], message: str, *, error: bool = False
+    request: Request, name: str, fields: dict[str, str], message: str, *, error: bool = False
 ) -> RedirectResponse:
-    """A 303 to the dead letter list with the filter and page of ``fields`` and a message."""
+    """A 303 to the dead letter list with the filter and page of ``fields`` and a (signed)
+    message."""
     form, where = FilterForm.from_query(fields), Where.from_query(fields)
-    params = {**form.items(), **where.items(), "flash": message}
-    if error:
-        params["kind"] = "error"
+    params = {**form.items(), **where.items(), **flash_params(request, message, error=error)}
     return RedirectResponse(f"{list_path(name)}?{query(params)}", status_code=303)
 
 
@@ -64,10 +64,10 @@ async def replay(request: Request, name: str, job_id: str) -> Response:
         return no_such(request, f"There is no queue called {name!r}.")
     fields = await form_fields(request)
     try:
-        new_id = await queue.replay_dead_letter(job_id, actor="operator:dashboard")
+        new_id = await queue.replay_dead_letter(job_id, actor=actor(request))
     except (LazarusError, ValueError) as exc:
-        return back_to_list(name, fields, _gone(job_id, exc), error=True)
-    return back_to_list(name, fields, f"Replayed dead letter {job_id} as job {new_id}.")
+        return back_to_list(request, name, fields, _gone(job_id, exc), error=True)
+    return back_to_list(request, name, fields, f"Replayed dead letter {job_id} as job {new_id}.")
 
 
 @router.post("/dead-letters/{job_id}/delete")
@@ -80,5 +80,5 @@ async def delete(request: Request, name: str, job_id: str) -> Response:
     try:
         await queue.purge_dead_letter(job_id)
     except (LazarusError, ValueError) as exc:
-        return back_to_list(name, fields, _gone(job_id, exc), error=True)
-    return back_to_list(name, fields, f"Deleted dead letter {job_id}.")
+        return back_to_list(request, name, fields, _gone(job_id, exc), error=True)
+    return back_to_list(request, name, fields, f"Deleted dead letter {job_id}.")

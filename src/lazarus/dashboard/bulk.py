@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from ..dead_letter import DeadLetterFilter
 from ..errors import LazarusError
 from ..http.operations import BulkOperations
 from ..queue import Queue
@@ -90,11 +91,16 @@ async def start_bulk(request: Request, name: str, action: str) -> Response:
     form, where = FilterForm.from_query(fields), Where.from_query(fields)
     try:
         rate = parse_rate(fields.get("rate", "")[:MAX_FIELD])
+        flt = form.to_filter()
+        if flt == DeadLetterFilter() and fields.get("all") != "yes":
+            raise ValueError("no filter: tick 'every dead letter' to act on all of them")
         operation = await operations(request).start(
-            "replay" if action == "replay" else "purge", queue.name, form.to_filter(), rate=rate
+            "replay" if action == "replay" else "purge", queue.name, flt, rate=rate
         )
     except (LazarusError, ValueError) as exc:
-        return back_to_list(name, fields, f"{BULK_ACTIONS[action]} failed: {exc}", error=True)
+        return back_to_list(
+            request, name, fields, f"{BULK_ACTIONS[action]} failed: {exc}", error=True
+        )
     # The list to go back to afterwards: the same filter, from the newest page.
     back = query({**form.items(), "limit": where.limit})
     return RedirectResponse(f"/dashboard/operations/{operation.id}?{back}", status_code=303)

@@ -19,6 +19,7 @@ from ..queue import Queue
 from .queue_pages import missing
 from .render import query, render, segment
 from .routing import SignedInRoute, existing_queue
+from .security import flash_params
 
 CLEAN_STATES = ("completed", "failed", "waiting", "prioritized", "delayed")
 DRAIN_STATES = ("waiting", "prioritized", "delayed")
@@ -29,9 +30,11 @@ router = APIRouter(
 )
 
 
-def back(name: str, message: str, *, error: bool = False, **params: Any) -> RedirectResponse:
-    """A 303 to the queue's page with ``message`` shown."""
-    values = {**params, "flash": message, "kind": "error" if error else None}
+def back(
+    request: Request, name: str, message: str, *, error: bool = False, **params: Any
+) -> RedirectResponse:
+    """A 303 to the queue's page with ``message`` shown (signed, see ``flash_params``)."""
+    values = {**params, **flash_params(request, message, error=error)}
     return RedirectResponse(f"/dashboard/queues/{segment(name)}?{query(values)}", 303)
 
 
@@ -50,7 +53,7 @@ async def pause(request: Request, name: str) -> Response:
     if queue is None:
         return missing(request, name)
     await queue.pause()
-    return back(name, f"Paused {name}: workers claim no job until it is resumed.")
+    return back(request, name, f"Paused {name}: workers claim no job until it is resumed.")
 
 
 @router.post("/resume")
@@ -59,7 +62,7 @@ async def resume(request: Request, name: str) -> Response:
     if queue is None:
         return missing(request, name)
     await queue.resume()
-    return back(name, f"Resumed {name}.")
+    return back(request, name, f"Resumed {name}.")
 
 
 @router.post("/jobs/{job_id}/retry")
@@ -72,11 +75,14 @@ async def retry_job(request: Request, name: str, job_id: str) -> Response:
     try:
         await queue.retry_job(job_id)
     except (LazarusError, ValueError) as exc:
-        return back(name, f"Could not retry job {job_id}: {exc}", error=True, state="failed")
+        return back(
+            request, name, f"Could not retry job {job_id}: {exc}", error=True, state="failed"
+        )
     if to_queue:
-        return back(name, f"Job {job_id} waits again.", state="failed")
+        return back(request, name, f"Job {job_id} waits again.", state="failed")
     target = f"/dashboard/queues/{segment(name)}/jobs/{segment(job_id)}"
-    return RedirectResponse(f"{target}?{query({'flash': 'Retried: the job waits again.'})}", 303)
+    notice = flash_params(request, "Retried: the job waits again.")
+    return RedirectResponse(f"{target}?{query(notice)}", 303)
 
 
 @router.get("/retry-failed")
@@ -93,9 +99,11 @@ async def retry_failed(request: Request, name: str) -> Response:
     if queue is None:
         return missing(request, name)
     if (await fields(request)).get("confirm") != "yes":
-        return back(name, "Nothing was retried: the form was not confirmed.", error=True)
+        return back(request, name, "Nothing was retried: the form was not confirmed.", error=True)
     done = await queue.retry_jobs()
-    return back(name, f"Retried {done} failed job{'s' if done != 1 else ''}.", state="waiting")
+    return back(
+        request, name, f"Retried {done} failed job{'s' if done != 1 else ''}.", state="waiting"
+    )
 
 
 @router.get("/clean")
@@ -114,10 +122,10 @@ async def clean(request: Request, name: str) -> Response:
     form = await fields(request)
     state, grace = form.get("state", ""), form.get("grace_s", "")
     if form.get("confirm") != "yes" or state not in CLEAN_STATES or not grace.isdigit():
-        return back(name, "Nothing was cleaned: choose a state and a grace period in seconds.",
-                    error=True)  # fmt: skip
+        message = "Nothing was cleaned: choose a state and a grace period in seconds."
+        return back(request, name, message, error=True)
     removed = await _clean(queue, (state,), int(grace) * 1000)
-    return back(name, f"Removed {removed} {state} job{'s' if removed != 1 else ''}.",
+    return back(request, name, f"Removed {removed} {state} job{'s' if removed != 1 else ''}.",
                 state=state)  # fmt: skip
 
 
@@ -138,10 +146,12 @@ async def drain(request: Request, name: str) -> Response:
     if queue is None:
         return missing(request, name)
     if (await fields(request)).get("confirm") != "yes":
-        return back(name, "Nothing was drained: the form was not confirmed.", error=True)
+        return back(request, name, "Nothing was drained: the form was not confirmed.", error=True)
     removed = await _clean(queue, DRAIN_STATES, 0)
     return back(
-        name, f"Drained {name}: removed {removed} waiting job{'s' if removed != 1 else ''}."
+        request,
+        name,
+        f"Drained {name}: removed {removed} waiting job{'s' if removed != 1 else ''}.",
     )
 
 

@@ -19,7 +19,8 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from .security import CSRF_FIELD, csrf_token, operators, signed_in
+from .security import CSRF_FIELD, csrf_token, current_session, flash_of
+from .sessions import settings_of
 
 MAX_FLASH = 300
 
@@ -84,14 +85,17 @@ def render(
 ) -> HTMLResponse:
     """Render ``template`` with ``context`` plus what every page needs: the CSRF value,
     whether sign-out applies, and the flash message from the query string."""
-    flash = request.query_params.get("flash", "")[:MAX_FLASH]
+    flash, kind = flash_of(request)
+    session = current_session(request)
     page = {
         "request": request,
         "csrf": csrf_token(request),
-        "token_required": operators(request).token is not None,
-        "signed_in": signed_in(request),
-        "flash": flash,
-        "flash_kind": "error" if request.query_params.get("kind") == "error" else "ok",
+        "token_required": settings_of(request).auth,
+        "signed_in": session is not None,
+        "principal": None if session is None else session.principal,
+        "payloads_visible": session is None or session.principal.payloads,
+        "flash": flash[:MAX_FLASH],
+        "flash_kind": kind,
         **context,
     }
     html = environment().get_template(template).render(page)

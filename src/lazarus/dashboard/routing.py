@@ -17,17 +17,22 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .._connection import TRANSIENT_ERRORS
+from ..http.auth import ANONYMOUS, Role
 from ..queue import Queue
+from . import sessions
 from .render import render
 from .security import (
     CSRF_COOKIE,
     HEADERS,
     LOGIN_PATH,
+    SESSION_COOKIE,
     csrf_ok,
+    current_session,
     operators,
     set_cookie,
     signed_in,
 )
+from .sessions import Session
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
@@ -66,13 +71,30 @@ def _finish(request: Request, response: Response) -> Response:
     csrf: str | None = getattr(request.state, "csrf", None)
     if csrf is not None and request.cookies.get(CSRF_COOKIE) != csrf:
         set_cookie(request, response, CSRF_COOKIE, csrf)
+    fresh: Session | None = getattr(request.state, "fresh_session", None)
+    if fresh is not None:
+        set_cookie(request, response, SESSION_COOKIE, fresh.sid)
     return response
+
+
+async def _load_session(request: Request) -> None:
+    """Find the request's session (an anonymous one is made when authentication is off) and
+    record who is asking, for the pages and the audit trail."""
+    session = await sessions.load(request, request.cookies.get(SESSION_COOKIE, ""))
+    if session is None and not sessions.settings_of(request).auth:
+        session = await sessions.create(request, ANONYMOUS)
+        request.state.fresh_session = session
+    request.state.session = session
+    if session is not None:
+        request.state.principal = session.principal
 
 
 class CsrfRoute(APIRoute):
     """A dashboard route whose POSTs must carry the CSRF token."""
 
     requires_sign_in = False
+    minimum_role = Role.VIEWER
+    """The role a GET needs; a POST needs at least ``operator``."""
 
     def get_route_handler(self) -> Handler:
         handler = super().get_route_handler()
@@ -83,6 +105,11 @@ class CsrfRoute(APIRoute):
         return guarded
 
     async def _checked(self, request: Request, handler: Handler) -> Response:
+        try:
+            await _load_session(request)
+        except TRANSIENT_ERRORS as exc:
+            request.state.session = None
+            return error_page(request, 503, "Redis is unavailable", str(exc))
         if self.requires_sign_in and not signed_in(request):
             if request.method != "GET":
                 return error_page(request, 403, "Forbidden", "Sign in first.")
@@ -90,6 +117,13 @@ class CsrfRoute(APIRoute):
             return RedirectResponse(f"{LOGIN_PATH}?next={quote(here, safe='')}", 303)
         if request.method == "POST" and not await csrf_ok(request):
             message = "The form's CSRF token is missing or wrong. Reload the page and try again."
+            return error_page(request, 403, "Forbidden", message)
+        session = current_session(request)
+        needed = max(self.minimum_role, Role.VIEWER if request.method == "GET" else Role.OPERATOR)
+        if self.requires_sign_in and session is not None and not session.principal.may(needed):
+            message = (
+                f"This needs the {needed} role; you are signed in as {session.principal.role}."
+            )
             return error_page(request, 403, "Forbidden", message)
         try:
             return await handler(request)
@@ -102,3 +136,9 @@ class SignedInRoute(CsrfRoute):
     """A dashboard route that also requires the operator to be signed in."""
 
     requires_sign_in = True
+
+
+class AdminRoute(SignedInRoute):
+    """A dashboard route for admins only."""
+
+    minimum_role = Role.ADMIN

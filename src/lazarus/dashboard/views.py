@@ -20,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from ..dead_letter import DeadLetterFilter
 from . import (
     actions,
+    audit,
     bulk,
     health,
     public,
@@ -166,6 +167,7 @@ router.include_router(webhooks.router)
 router.include_router(actions.router)
 router.include_router(status_actions.router)
 router.include_router(bulk.router)
+router.include_router(audit.router)
 router.include_router(health.router)
 router.include_router(queue_actions.router)
 router.include_router(queue_pages.router)  # last: its /queues/{name:path} matches the most

@@ -8,12 +8,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .render import render
-from .routing import SignedInRoute
+from .routing import AdminRoute
 from .security import operators
 
 LIMIT = 200
 
-router = APIRouter(prefix="/dashboard", route_class=SignedInRoute, include_in_schema=False)
+router = APIRouter(prefix="/dashboard", route_class=AdminRoute, include_in_schema=False)
 
 
 @router.get("/webhooks")

@@ -14,6 +14,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._keys import MAX_NAME_LENGTH, validate_job_id, validate_name
 from ..errors import RedisUnavailableError
 from ..operators import Operators
+from .auth import Principal, Role
 from .schemas import ErrorResponse
 
 # Dead-letter reads raise redis-py's own errors when Redis is down; queue methods raise ours.
@@ -48,21 +49,39 @@ def get_ops(request: Request) -> Operators:
 
 Ops = Annotated[Operators, Depends(get_ops)]
 
-_bearer = HTTPBearer(auto_error=False, description="The token given to `lazarus serve`.")
+_bearer = HTTPBearer(auto_error=False, description="A token given to `lazarus serve`.")
 
 
-def require_token(
-    ops: Ops,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Refuse the request (401) unless it carries ``Authorization: Bearer <token>`` matching
-    the configured token; every request passes when no token is configured."""
-    presented = credentials.credentials if credentials is not None else None
-    if not ops.token_matches(presented):
-        message = "a valid 'Authorization: Bearer <token>' header is required"
-        if presented is None:
-            message = "missing 'Authorization: Bearer <token>' header"
-        raise ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+def principal(
+    request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
+    """Who is asking, as the guard (:mod:`lazarus.http.guard`) authenticated them; a route
+    the guard let through unauthenticated has no principal and is refused (401)."""
+    found: Principal | None = getattr(request.state, "principal", None)
+    if found is None:
+        raise ApiError(401, "unauthorized", "missing 'Authorization: Bearer <token>' header",
+                       headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+    return found
+
+
+Caller = Annotated[Principal, Depends(principal)]
+
+
+def require_role(role: Role) -> Any:
+    """A dependency refusing (403) a caller below ``role``. The guard checks the same by
+    method and path; routes state theirs too, and the OpenAPI document shows the scheme."""
+
+    def check(caller: Caller) -> None:
+        if not caller.may(role):
+            raise ApiError(403, "forbidden", f"this needs the {role} role")
+
+    return Depends(check)
+
+
+def require_token(caller: Caller) -> None:
+    """A state-changing route: the caller must be an operator or more."""
+    if not caller.may(Role.OPERATOR):
+        raise ApiError(403, "forbidden", f"this needs the {Role.OPERATOR} role")
 
 
 def _name(field: str) -> AfterValidator:
@@ -126,7 +145,18 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     401: _error("The bearer token is missing or wrong."),
+    403: _error("The token's role may not do this."),
 }
+GUARD_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: _error("The bearer token is missing or wrong."),
+    403: _error("The token's role may not do this, or the request came from another origin."),
+    413: _error("The request body is over the server's limit."),
+    421: _error("The Host header names a host this server does not serve."),
+    429: _error("Too many failed tokens from this address; retry later."),
+}
+"""What the guard (:mod:`lazarus.http.guard`) may answer on any route, for the OpenAPI
+document."""
+
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _error("No such job, queue or id.")}
 CONFLICT: dict[int | str, dict[str, Any]] = {
     409: _error("The job is not a dead letter, or not in a state that allows this."),

@@ -38,6 +38,7 @@ from ..errors import (
 )
 from . import (
     all_dead_letters,
+    audit,
     bulk,
     dead_letters,
     lifecycle,
@@ -61,6 +62,7 @@ router.include_router(retry.router)
 router.include_router(workers.router)
 router.include_router(queues.health_router)
 router.include_router(metrics.router)
+router.include_router(audit.router)
 router.include_router(upkeep.router)
 
 _LIBRARY_ERRORS: list[tuple[type[LazarusError], int, str]] = [

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+import secrets
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
@@ -12,9 +13,21 @@ from redis.asyncio import Redis
 
 from .. import __version__
 from ..operators import Operators
+from .auth import Credentials, Throttle
+from .guard import DEFAULT_MAX_BODY, LOOPBACK_HOSTS, Guard, GuardSettings
 
 if TYPE_CHECKING:
     from ..record import Record
+
+
+def _credentials(token: str | None, tokens: Credentials | str | None) -> Credentials:
+    if isinstance(tokens, str):
+        tokens = Credentials.parse(tokens)
+    if token and tokens:
+        raise ValueError("token, tokens: give one token or a set of named tokens, not both")
+    if token:
+        return Credentials.single(token)
+    return tokens if tokens is not None else Credentials()
 
 
 def create_app(
@@ -22,13 +35,31 @@ def create_app(
     connection: str | Redis | None = None,
     prefix: str = "lazarus",
     token: str | None = None,
+    tokens: Credentials | str | None = None,
+    auth: bool = True,
+    allowed_hosts: Iterable[str] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    session_ttl: int = 12 * 3600,
+    failed_tokens_per_minute: int = 10,
+    docs: bool = False,
     dead_letter_queue: str | None = None,
     ojs_test_hooks: bool = False,
     record: str | None = None,
     drainers: Sequence[Any] = (),
 ) -> FastAPI:
-    """Build the app. ``token``, when set, is required (as ``Authorization: Bearer <token>``)
-    by every state-changing route, and by the dashboard's sign-in.
+    """Build the app.
+
+    Every route but the liveness ``/health`` needs credentials: ``token`` (one token with
+    every right) or ``tokens`` (named tokens with roles, :class:`~lazarus.http.auth.Credentials`
+    or its ``name:role:token`` text), presented as ``Authorization: Bearer <token>`` or through
+    the dashboard's sign-in. ``auth=False`` lets everyone in — for loopback demos and test
+    suites only. ``allowed_hosts`` are the host names the ``Host`` header may carry (default:
+    the loopback names; ``"*"`` for any, behind a proxy that checks it). Bodies over
+    ``max_body_bytes`` are refused before they are read; dashboard sessions last
+    ``session_ttl`` seconds. A client address that presents more than
+    ``failed_tokens_per_minute`` wrong tokens in a minute is refused (429) until the minute
+    has passed. ``docs`` serves the interactive API documentation at ``/docs`` (it loads its
+    scripts from a CDN; ``/openapi.json`` is served to viewers).
 
     ``record`` (a record URL, see docs/record.md) makes ``/api/v1/dead-letter`` answer from
     the record; ``drainers`` are coroutine functions ``f(stop_event)`` the app runs in the
@@ -42,15 +73,22 @@ def create_app(
     The Open Job Spec binding is served at ``/ojs`` (:mod:`lazarus.ojs`); its jobs that end
     in a dead letter go to ``dead_letter_queue`` (default ``ojs-dead-letter``), and
     ``ojs_test_hooks`` is for the conformance suite only."""
+    from ..audit import AuditTrail
     from ..dashboard.views import router as dashboard_router
     from ..ojs import DEFAULT_DEAD_LETTER_QUEUE
     from ..ojs import mount as mount_ojs
     from . import dead_letter_v1
+    from ._deps import GUARD_ERRORS
     from .api import install_error_handlers
     from .api import router as api_router
     from .operations import BulkOperations
 
-    ops = Operators(connection=connection, prefix=prefix, token=token)
+    settings = _guard_settings(
+        token, tokens, auth, allowed_hosts, max_body_bytes, failed_tokens_per_minute
+    )
+    if not 60 <= session_ttl <= 30 * 86400:
+        raise ValueError(f"session_ttl: must be 60 s to 30 days, not {session_ttl}")
+    ops = Operators(connection=connection, prefix=prefix)
     bulk = BulkOperations(ops)
     recorded = _open_record(record, ops)
     ojs_upkeep = None
@@ -76,19 +114,51 @@ def create_app(
         version=__version__,
         description="Queues and dead letters of lazarus: inspect, replay and purge.",
         lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url=None,
     )
     app.state.ops = ops
     app.state.bulk = bulk
+    app.state.guard = settings
+    app.state.audit = AuditTrail(ops.client, ops.prefix)
+    app.state.session_ttl = session_ttl
+    app.state.flash_key = secrets.token_bytes(32)
     app.state.record = recorded
     install_error_handlers(app)
-    app.include_router(api_router)
-    app.include_router(dead_letter_v1.router)
+    app.include_router(api_router, responses=GUARD_ERRORS)
+    app.include_router(dead_letter_v1.router, responses=GUARD_ERRORS)
     app.include_router(dashboard_router)
     ojs_upkeep = mount_ojs(
         app, ops, dead_letter_queue=dead_letter_queue or DEFAULT_DEAD_LETTER_QUEUE,
         test_hooks=ojs_test_hooks,
     )  # fmt: skip
+    app.add_middleware(Guard, settings=settings, audit=app.state.audit)
     return app
+
+
+def _guard_settings(
+    token: str | None,
+    tokens: Credentials | str | None,
+    auth: bool,
+    allowed_hosts: Iterable[str] | None,
+    max_body_bytes: int,
+    failed_tokens_per_minute: int,
+) -> GuardSettings:
+    credentials = _credentials(token, tokens)
+    if auth and not credentials:
+        raise ValueError(
+            "token, tokens: give the app credentials, or pass auth=False for a server that "
+            "only this machine can reach"
+        )
+    if not 1024 <= max_body_bytes <= 1 << 30:
+        raise ValueError(f"max_body_bytes: must be 1 KiB to 1 GiB, not {max_body_bytes}")
+    if not 1 <= failed_tokens_per_minute <= 100_000:
+        raise ValueError(
+            f"failed_tokens_per_minute: must be 1 to 100,000, not {failed_tokens_per_minute}"
+        )
+    hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
+    throttle = Throttle(limit=failed_tokens_per_minute, window=60.0)
+    return GuardSettings(credentials, auth, hosts, max_body_bytes, throttle)
 
 
 def _open_record(url: str | None, ops: Operators) -> Record | None:

@@ -20,12 +20,14 @@ from ._deps import (
     ERRORS,
     NOT_FOUND,
     ApiError,
+    Caller,
     DlqName,
     JobId,
     Ops,
     checked_name,
     require_token,
 )
+from .auth import ANONYMOUS
 from .paging import Cursor, Limit, OrderParam, PageNumber, numbered_page, page_out, search
 from .params import BulkRequest, FilterParams, RetryChanges, to_filter
 from .schemas import (
@@ -174,7 +176,11 @@ async def get_dead_letter(ops: Ops, dlq: DlqName, id: JobId) -> DeadLetterOut:
     responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT},
 )
 async def retry_dead_letter(
-    ops: Ops, dlq: DlqName, id: JobId, changes: Annotated[RetryChanges | None, Body()] = None
+    ops: Ops,
+    caller: Caller,
+    dlq: DlqName,
+    id: JobId,
+    changes: Annotated[RetryChanges | None, Body()] = None,
 ) -> ReplayResult:
     """Replay one dead letter into its source queue (or ``changes.queue``) as a new job."""
     changes = changes or RetryChanges()
@@ -185,8 +191,9 @@ async def retry_dead_letter(
     attempts = changes.retry.max_attempts if changes.retry is not None else None
     try:
         new_id = await queue.replay_dead_letter(
-            id, attempts=attempts, priority=changes.priority, queue=target, actor="operator:api"
-        )
+            id, attempts=attempts, priority=changes.priority, queue=target,
+            actor="operator:api" if caller is ANONYMOUS else f"operator:{caller.name}",
+        )  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise ApiError(422, "invalid_parameter", str(exc)) from None
     return ReplayResult(id=new_id, queue=target, name=job.name, replayedFrom=id)

@@ -3,8 +3,9 @@ archive it with a note, replay it with a changed payload or into another queue, 
 ``processing`` dead letters whose replayed job will never report back.
 
 Every route names the dead letter queue with the ``dlq`` query parameter, needs the bearer
-token, and records ``operator:<operator>`` (from the body; ``api`` by default) in the
-timeline. A dead letter in a status the action cannot leave is a 409 ``job_state_conflict``.
+token, and records ``operator:<name of the token>`` in the timeline (without authentication,
+``operator:<operator>`` from the body; ``api`` by default). A dead letter in a status the
+action cannot leave is a 409 ``job_state_conflict``.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from ._deps import (
     ERRORS,
     NOT_FOUND,
     ApiError,
+    Caller,
     DlqName,
     JobId,
     Ops,
     checked_name,
     require_token,
 )
+from .auth import ANONYMOUS, Principal
 from .schemas import DeadLetterOut, ReplayResult, dead_letter_out
 
 router = APIRouter(
@@ -77,15 +80,19 @@ async def _view(ops: Ops, dlq: str, dead_letter_id: str) -> DeadLetterOut:
     return dead_letter_out(job, job.dead_letter)
 
 
-def _who(action: StatusAction) -> dict[str, Any]:
-    return {"actor": f"operator:{action.operator}", "note": action.note}
+def _who(action: StatusAction, caller: Principal) -> dict[str, Any]:
+    # The credential names who acts; only without authentication does the body say so.
+    name = action.operator if caller is ANONYMOUS else caller.name
+    return {"actor": f"operator:{name}", "note": action.note}
 
 
 @router.post("/{id}/status", summary="Set a dead letter's status", responses=_RESPONSES)
-async def set_status(ops: Ops, dlq: DlqName, id: JobId, body: StatusChangeIn) -> DeadLetterOut:
+async def set_status(
+    ops: Ops, caller: Caller, dlq: DlqName, id: JobId, body: StatusChangeIn
+) -> DeadLetterOut:
     """Any of the six statuses, recorded in the timeline; 409 when ``expect`` does not hold."""
     changed = await ops.queue(dlq).set_dead_letter_status(
-        id, body.status, expect=body.expect, **_who(body)
+        id, body.status, expect=body.expect, **_who(body, caller)
     )
     if not changed:
         raise ApiError(409, "job_state_conflict", f"dead letter {id!r} is not in {body.expect}")
@@ -96,29 +103,39 @@ Action = Annotated[StatusAction | None, Body()]
 
 
 @router.post("/{id}/flag", summary="Flag a dead letter for a human", responses=_RESPONSES)
-async def flag(ops: Ops, dlq: DlqName, id: JobId, body: Action = None) -> DeadLetterOut:
+async def flag(
+    ops: Ops, caller: Caller, dlq: DlqName, id: JobId, body: Action = None
+) -> DeadLetterOut:
     """``pending`` or ``failed`` → ``manual``."""
-    await ops.queue(dlq).flag_dead_letter(id, **_who(body or StatusAction()))
+    await ops.queue(dlq).flag_dead_letter(id, **_who(body or StatusAction(), caller))
     return await _view(ops, dlq, id)
 
 
 @router.post("/{id}/reopen", summary="Put a dead letter back to pending", responses=_RESPONSES)
-async def reopen(ops: Ops, dlq: DlqName, id: JobId, body: Action = None) -> DeadLetterOut:
+async def reopen(
+    ops: Ops, caller: Caller, dlq: DlqName, id: JobId, body: Action = None
+) -> DeadLetterOut:
     """``manual``, ``failed``, ``archived`` or ``resolved`` → ``pending``."""
-    await ops.queue(dlq).reopen_dead_letter(id, **_who(body or StatusAction()))
+    await ops.queue(dlq).reopen_dead_letter(id, **_who(body or StatusAction(), caller))
     return await _view(ops, dlq, id)
 
 
 @router.post("/{id}/archive", summary="Archive a dead letter with a note", responses=_RESPONSES)
-async def archive(ops: Ops, dlq: DlqName, id: JobId, body: Action = None) -> DeadLetterOut:
+async def archive(
+    ops: Ops, caller: Caller, dlq: DlqName, id: JobId, body: Action = None
+) -> DeadLetterOut:
     """``pending``, ``manual``, ``failed`` or ``resolved`` → ``archived``."""
-    await ops.queue(dlq).archive_dead_letter(id, **_who(body or StatusAction()))
+    await ops.queue(dlq).archive_dead_letter(id, **_who(body or StatusAction(), caller))
     return await _view(ops, dlq, id)
 
 
 @router.post("/{id}/replay", summary="Replay one dead letter, maybe changed", responses=_RESPONSES)
 async def replay(
-    ops: Ops, dlq: DlqName, id: JobId, body: Annotated[ReplayIn | None, Body()] = None
+    ops: Ops,
+    caller: Caller,
+    dlq: DlqName,
+    id: JobId,
+    body: Annotated[ReplayIn | None, Body()] = None,
 ) -> ReplayResult:
     """A new job from the dead letter, which becomes ``processing`` until the job's end."""
     body = body or ReplayIn()
@@ -133,7 +150,7 @@ async def replay(
     if "data" in body.model_fields_set:
         changes["data"] = body.data
     try:
-        new_id = await queue.replay_dead_letter(id, queue=target, **changes, **_who(body))
+        new_id = await queue.replay_dead_letter(id, queue=target, **changes, **_who(body, caller))
     except (TypeError, ValueError) as exc:
         raise ApiError(422, "invalid_parameter", str(exc)) from None
     return ReplayResult(id=new_id, queue=target, name=job.name, replayedFrom=id)

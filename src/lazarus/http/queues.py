@@ -95,7 +95,7 @@ def _health_queue(summary: QueueSummary) -> HealthQueue:
 
 
 @health_router.get(
-    "/health",
+    "/api/health",
     summary="Redis reachability and per-queue statistics",
     response_model=Health,
     responses={503: {"model": Health, "description": "Redis is unreachable."}},
@@ -117,3 +117,18 @@ async def health(ops: Ops) -> Response | Health:
     return Health(
         status="ok", redis=RedisHealth(reachable=True), queues=[_health_queue(s) for s in summaries]
     )
+
+
+@health_router.get(
+    "/health",
+    summary="Liveness: whether the server can reach Redis (no credentials needed)",
+    responses={503: {"description": "Redis is unreachable."}},
+)
+async def liveness(ops: Ops) -> JSONResponse:
+    """``{"status": "ok"}``, or 503 ``{"status": "unavailable"}``: nothing more, since anyone
+    may ask. ``/api/health`` has the details."""
+    try:
+        await ops.ping()
+    except REDIS_DOWN:
+        return JSONResponse({"status": "unavailable"}, status_code=503)
+    return JSONResponse({"status": "ok"})

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..job import AttemptRecord, DeadLetterMetadata, Job
+from ..masking import masked
 from ..operators import QueueSummary
 
 # -- errors ----------------------------------------------------------------------------------
@@ -278,7 +279,7 @@ def dead_letter_out(job: Job, meta: DeadLetterMetadata) -> DeadLetterOut:
         jobType=job.name,
         queue=job.queue_name,
         sourceQueue=meta.source_queue,
-        payload=job.original_data,
+        payload=masked(job.original_data),
         dlq_meta=meta_out(meta),
         failedReason=meta.failed_reason,
         errorType=meta.error_type,
@@ -301,7 +302,7 @@ def job_out(job: Job, state: str) -> JobOut:
         name=job.name,
         queue=job.queue_name,
         state=state,
-        data=job.original_data,
+        data=masked(job.original_data),
         opts=job.opts.to_dict(),
         timestamp=job.timestamp,
         attemptsMade=job.attempts_made,
@@ -312,7 +313,7 @@ def job_out(job: Job, state: str) -> JobOut:
         errorType=job.error_type,
         stacktrace=job.stacktrace,
         attempts=_attempts(job.attempts),
-        returnValue=job.return_value,
+        returnValue=masked(job.return_value),
         replayCount=job.replay_count,
         deadLetter=None if job.dead_letter is None else meta_out(job.dead_letter),
     )

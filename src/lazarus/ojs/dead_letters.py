@@ -9,6 +9,7 @@ from typing import Any
 
 from ..dead_letter import DeadLetterView, replay
 from ..job import Job
+from ..masking import masked
 from .backend import Backend
 from .errors import OjsError
 from .states import iso
@@ -52,7 +53,7 @@ class DeadLetters:
             "id": meta.original_job_id or dead.id,
             "type": dead.name,
             "queue": meta.source_queue,
-            "args": env.get("args", dead.original_data),
+            "args": masked(env.get("args", dead.original_data)),
             "meta": env.get("meta", {}),
             "state": "discarded",
             "attempt": meta.attempts_made,

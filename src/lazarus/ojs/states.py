@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..job import Job, JobState
+from ..masking import masked
 
 TERMINAL = ("completed", "cancelled", "discarded")
 
@@ -63,7 +64,7 @@ def envelope(
         "id": job_id,
         "type": env.get("type", job.name if job else ""),
         "queue": queue,
-        "args": env.get("args", job.original_data if job else []),
+        "args": masked(env.get("args", job.original_data if job else [])),
         "meta": env.get("meta", {}),
         "priority": options.get("priority", 0),
         "state": state,
@@ -100,7 +101,7 @@ def _finish(
         if result is None and "result" in record:
             result = json.loads(record["result"])
         if result is not None:
-            view["result"] = result
+            view["result"] = masked(result)
     elif state == "discarded":
         ended = snap.get("completed_at") or (job.finished_on if job else None)
         view["completed_at"] = view["discarded_at"] = iso(ended)

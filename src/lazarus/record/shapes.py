@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from ..job import Job
+from ..masking import masked
 from .database import as_datetime, from_ms
 from .queries import RecordPage
 
@@ -36,7 +37,7 @@ def item_json(row: dict[str, Any]) -> dict[str, Any]:
         "originalJobId": row["original_job_id"],
         "jobName": row["job_name"],
         "jobType": row["job_type"],
-        "jobPayload": _parsed(row["job_payload"]),
+        "jobPayload": masked(_parsed(row["job_payload"])),
         "jobPriority": row["job_priority"],
         "failureReason": row["failure_reason"],
         "failureCount": row["failure_count"],

@@ -24,7 +24,7 @@ from .._keys import validate_name
 
 # The outbox events a webhook can carry: arrivals, removals by cause, and the statuses a dead
 # letter can enter (a status change's event is the status). dead-lettered is the default.
-EVENTS = frozenset({"dead-lettered", "replayed", "purged", "removed", "cleaned", "claimed",
+EVENTS = frozenset({"dead-lettered", "purged", "removed", "cleaned", "claimed",
                     "pruned", "pending", "manual", "processing", "resolved", "failed",
                     "archived"})  # fmt: skip
 DEFAULT_EVENTS = frozenset({"dead-lettered"})
