@@ -152,10 +152,11 @@ async def test_another_server_process_reads_the_operation_from_redis(
 async def test_a_rate_throttles_the_operation_and_stopping_the_server_marks_it_failed(
     app: FastAPI, client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue
 ) -> None:
-    # Given a replay of everything at one dead letter every five seconds
+    # Given a replay of everything at one dead letter every twenty seconds (slow enough that
+    # a loaded machine cannot see a second one before the server stops)
     started = (await client.post(BULK, json={"action": "replay", "dlq": DLQ, "all": True,
-                                             "rate": 0.2}, headers=AUTH)).json()  # fmt: skip
-    assert started["rate"] == 0.2
+                                             "rate": 0.05}, headers=AUTH)).json()  # fmt: skip
+    assert started["rate"] == 0.05
     record: dict[str, Any] = {}
 
     async def one_done() -> bool:
