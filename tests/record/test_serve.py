@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Queue, Worker
 from lazarus._keys import QueueKeys
-from lazarus.cli.serve import _drainers
+from lazarus.cli._record_options import outbox_drainers as _drainers
 from lazarus.http import create_app
 from lazarus.record import Record, RecordSchemaError
 

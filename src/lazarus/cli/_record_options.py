@@ -5,9 +5,11 @@ events}``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -80,3 +82,32 @@ def endpoints(
     except (TypeError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     return found
+
+
+def outbox_drainers(
+    redis_url: str, prefix: str, record_url: str | None, hooks: list[WebhookEndpoint],
+    link_base: str | None,
+) -> list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]]:  # fmt: skip
+    """The outbox drainer ``lazarus serve`` and ``lazarus redrive`` run beside their work when a
+    record or webhooks are configured (none otherwise)."""
+    if record_url is None and not hooks:
+        return []
+
+    async def run(stop: asyncio.Event) -> None:
+        from .._connection import connect
+        from ..record import open_database
+        from ..record.service import drain
+
+        redis = connect(redis_url)
+        db = open_database(record_url) if record_url else None
+        try:
+            await drain(redis, stop, db=db, endpoints=hooks, prefix=prefix, link_base=link_base)
+        except Exception:
+            logging.getLogger("lazarus.record").exception("the outbox drainer stopped")
+            raise
+        finally:
+            if db is not None:
+                await db.close()
+            await redis.aclose()
+
+    return [run]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ._record_options import endpoints, outbox_drainers, record_url_option, webhook_options
 from .main import PREFIX_OPTION, URL_OPTION, check_name, one_line
 
 if TYPE_CHECKING:
@@ -43,12 +44,18 @@ def _rules_file(path: Path | None) -> RulesFile | None:
 @click.option("--once", is_flag=True, help="Run one pass, print what it did, and exit.")
 @URL_OPTION
 @PREFIX_OPTION
+@record_url_option(required=False)
+@webhook_options
+@click.option("--link-base", envvar="LAZARUS_PUBLIC_URL", default=None,
+              help="The HTTP server's public URL, for links in webhooks.")  # fmt: skip
 def redrive(
     dlq: str, rules_path: Path | None, poll_interval: float, once: bool, redis_url: str,
-    prefix: str,
+    prefix: str, record_url: str | None, webhook_url: str | None, webhook_secret: str | None,
+    webhook_events: str, webhooks_file: str | None, link_base: str | None,
 ) -> None:  # fmt: skip
     """Apply redrive rules to the pending dead letters of DLQ until SIGTERM or SIGINT; also
-    prune it by its retention policy and evaluate its alert rules."""
+    prune it by its retention policy and evaluate its alert rules. With a record or webhooks
+    configured, it exports and delivers the dead letter outbox beside its work."""
     from ..redrive import DEFAULT_ALERTS, Redriver
 
     source = _rules_file(rules_path)
@@ -74,11 +81,16 @@ def redrive(
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        hooks = endpoints(webhook_url, webhook_secret, webhook_events, webhooks_file)
+        beside = [asyncio.create_task(drain(stop)) for drain in
+                  outbox_drainers(redis_url, prefix, record_url, hooks, link_base)]  # fmt: skip
         run = asyncio.create_task(redriver.run())
         click.echo(f"{redriver.id} redriving {dlq!r} with {len(redriver.rules)} rules")
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
         await redriver.close()
+        await asyncio.gather(*beside, return_exceptions=True)
         stopped.cancel()
         if run.done() and run.exception() is not None:
             raise run.exception()  # type: ignore[misc]

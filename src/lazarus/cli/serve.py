@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-import logging
 import os
 import secrets
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from .._connection import DEFAULT_URL
-from ._record_options import endpoints, record_url_option, webhook_options
+from ._record_options import endpoints, outbox_drainers, record_url_option, webhook_options
 
 if TYPE_CHECKING:
-    from ..webhooks import WebhookEndpoint
+    pass
 
 WILDCARDS = frozenset({"0.0.0.0", "::", "[::]"})
 
@@ -161,7 +158,7 @@ def serve(
             auth=not insecure_no_auth, allowed_hosts=allowed(host, allowed_host),
             max_body_bytes=max_body_bytes, docs=docs, dead_letter_queue=dead_letter_queue,
             ojs_test_hooks=ojs_test_hooks, record=record_url,
-            drainers=_drainers(redis_url, prefix, record_url, hooks, link_base),
+            drainers=outbox_drainers(redis_url, prefix, record_url, hooks, link_base),
         )  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise click.BadParameter(str(exc)) from None
@@ -174,31 +171,3 @@ def serve(
         click.echo(f"No token configured; this run's token (every right): {generated}")
         click.echo(f"Sign in: http://{shown}:{port}/dashboard/login?token={generated}")
     run(app, host=host, port=port, max_connections=max_connections, header_timeout=header_timeout)
-
-
-def _drainers(
-    redis_url: str, prefix: str, record_url: str | None, hooks: list[WebhookEndpoint],
-    link_base: str | None,
-) -> list[Callable[[asyncio.Event], Awaitable[None]]]:  # fmt: skip
-    """The outbox drainer the server runs in the background, when anything is configured."""
-    if record_url is None and not hooks:
-        return []
-
-    async def run(stop: asyncio.Event) -> None:
-        from .._connection import connect
-        from ..record import open_database
-        from ..record.service import drain
-
-        redis = connect(redis_url)
-        db = open_database(record_url) if record_url else None
-        try:
-            await drain(redis, stop, db=db, endpoints=hooks, prefix=prefix, link_base=link_base)
-        except Exception:
-            logging.getLogger("lazarus.record").exception("the outbox drainer stopped")
-            raise
-        finally:
-            if db is not None:
-                await db.close()
-            await redis.aclose()
-
-    return [run]
