@@ -174,7 +174,7 @@ async def _change_some(dlq: Queue, changed: dict[str, str]) -> None:
     pending = [j.id for j in await dlq.get_dead_letter_jobs(0, 19) if j.id not in changed]
     for dead_letter_id in pending[:5]:
         await dlq.replay_dead_letter(dead_letter_id, queue="sink")
-        changed[dead_letter_id] = "replayed"
+        changed[dead_letter_id] = "processing"  # it stays, until its new job ends
     for dead_letter_id in pending[5:10]:
         await dlq.purge_dead_letter(dead_letter_id)
         changed[dead_letter_id] = "purged"
