@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..http.auth import ANONYMOUS
 from ..operators import Operators
 from .sessions import Session
 
@@ -133,14 +133,8 @@ def flash_of(request: Request) -> tuple[str, str]:
     return message, kind
 
 
-_UNSAFE_NAME = re.compile(r"[\s,\x00-\x1f\x7f-\x9f]+")
-
-
 def actor(request: Request, typed: str = "") -> str:
     """Who the timeline and the audit name for an action: ``operator:<name>`` of the signed-in
     credential; without authentication, the name typed in the form (else ``dashboard``)."""
     session = current_session(request)
-    if session is not None and session.principal.name != "anonymous":
-        return f"operator:{session.principal.name}"
-    name = _UNSAFE_NAME.sub("-", typed.strip())[:100] or "dashboard"
-    return f"operator:{name}"
+    return (session.principal if session is not None else ANONYMOUS).actor(typed, "dashboard")

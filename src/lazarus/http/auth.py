@@ -19,8 +19,11 @@ import dataclasses
 import enum
 import hashlib
 import hmac
+import re
 import time
 from collections.abc import Iterable
+
+_UNSAFE_NAME = re.compile(r"[\s,\x00-\x1f\x7f-\x9f]+")
 
 MIN_TOKEN_LENGTH = 16
 """The shortest token accepted in configuration: guessing must be hopeless."""
@@ -49,6 +52,15 @@ class Principal:
     def may(self, role: Role) -> bool:
         """Whether this principal has ``role`` or a higher one."""
         return self.role >= role
+
+    def actor(self, claimed: str | None = None, default: str = "api") -> str:
+        """The actor a timeline records for this principal: ``operator:<its name>``; when
+        authentication is off (:data:`ANONYMOUS`), the name the request ``claimed`` (cleaned
+        of whitespace, commas and control characters), else ``default``."""
+        if self.name != "anonymous":
+            return f"operator:{self.name}"
+        name = _UNSAFE_NAME.sub("-", (claimed or "").strip())[:100] or default
+        return f"operator:{name}"
 
 
 ANONYMOUS = Principal("anonymous", Role.ADMIN)

@@ -27,7 +27,6 @@ from ._deps import (
     checked_name,
     require_token,
 )
-from .auth import ANONYMOUS
 from .paging import Cursor, Limit, OrderParam, PageNumber, numbered_page, page_out, search
 from .params import BulkRequest, FilterParams, RetryChanges, to_filter
 from .schemas import (
@@ -192,7 +191,7 @@ async def retry_dead_letter(
     try:
         new_id = await queue.replay_dead_letter(
             id, attempts=attempts, priority=changes.priority, queue=target,
-            actor="operator:api" if caller is ANONYMOUS else f"operator:{caller.name}",
+            actor=caller.actor(),
         )  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise ApiError(422, "invalid_parameter", str(exc)) from None

@@ -30,7 +30,7 @@ from ._deps import (
     checked_name,
     require_token,
 )
-from .auth import ANONYMOUS, Principal
+from .auth import Principal
 from .schemas import DeadLetterOut, ReplayResult, dead_letter_out
 
 router = APIRouter(
@@ -82,8 +82,7 @@ async def _view(ops: Ops, dlq: str, dead_letter_id: str) -> DeadLetterOut:
 
 def _who(action: StatusAction, caller: Principal) -> dict[str, Any]:
     # The credential names who acts; only without authentication does the body say so.
-    name = action.operator if caller is ANONYMOUS else caller.name
-    return {"actor": f"operator:{name}", "note": action.note}
+    return {"actor": caller.actor(action.operator), "note": action.note}
 
 
 @router.post("/{id}/status", summary="Set a dead letter's status", responses=_RESPONSES)
