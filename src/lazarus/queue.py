@@ -82,7 +82,8 @@ class Queue(
 
     async def _register(self) -> None:
         if not self._registered:
-            await self._client.sadd(self.keys.registry, self.name)
+            # With the batches: a burst of first adds must not take a connection each.
+            await _scripts.send(self._client, "SADD", self.keys.registry, self.name)
             self._registered = True
 
     # -- adding ----------------------------------------------------------------------------

@@ -192,6 +192,8 @@ class Worker:
         self._processor = processor
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection, max_connections=None)
+        if self._owns_client:  # halves of the slots' calls take turns in Redis and here
+            _scripts.coalesced(self._client).limit = -(-self.concurrency // _scripts.IN_FLIGHT)
         self._check_slots()
         self._ctx = self._context(processor, max_events, error_cap, stack_cap)
         self._held: dict[str, str] = {}

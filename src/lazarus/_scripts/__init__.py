@@ -63,6 +63,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ._coalesce import IN_FLIGHT as IN_FLIGHT
+from ._coalesce import Coalescer, coalescer
+
 if sys.version_info >= (3, 11):
     from asyncio import timeout as async_timeout
 else:  # pragma: no cover - redis-py depends on async-timeout before 3.11.3
@@ -115,10 +118,14 @@ class Script:
 
     async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = self.command(keys, args)
-        (reply,) = await execute(client, [command], repeatable=self.repeatable)
+        batches = coalesced(client)
+        reply = await batches.submit(command, self.repeatable)
         if isinstance(reply, NoScriptError):  # refused unrun: sending it again is safe
-            await client.script_load(self.source)
-            (reply,) = await execute(client, [command], repeatable=self.repeatable)
+            # Through the batches too: after a restart every slot of a worker asks at once.
+            loaded = await batches.submit(("SCRIPT", "LOAD", self.source), True)
+            if isinstance(loaded, Exception):
+                raise loaded
+            reply = await batches.submit(command, self.repeatable)
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -191,6 +198,19 @@ async def execute(
     else:
         _spare[pool] = conn
     return replies
+
+
+def coalesced(client: Redis) -> Coalescer:
+    """The batches that the calls of ``client``'s pool share (see ``_coalesce``)."""
+    return coalescer(client, execute)
+
+
+async def send(client: Redis, *command: Any, repeatable: bool = True) -> Any:
+    """Send one plain command with the batches of ``client``'s pool; raise an error reply."""
+    reply = await coalesced(client).submit(command, repeatable)
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 class _Final(Exception):

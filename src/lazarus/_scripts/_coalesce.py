@@ -1,0 +1,121 @@
+"""Coalesced calls: the commands that many tasks send at about the same time share one write.
+
+A worker's slots finish their jobs at about the same time, and so do the tasks of a producer
+adding jobs one by one. Sent one by one, each call costs a socket write, a read and the
+client's per-call bookkeeping; the socket write alone was the largest single cost of a busy
+worker. Here every call submitted while a batch is on its way waits for the next one, and a
+batch goes out as one write on one connection; Redis answers in order, and each caller gets
+its own reply. So a lone call goes out at once (the next turn of the event loop), and under
+load the batch size follows the load by itself: whatever is ready when the connection frees
+up, up to :data:`MAX_BATCH` commands.
+
+Each command stays what it was: one script, atomic on its own, with its own reply (an error
+reply is that caller's exception, not the batch's). A dropped connection fails the batch; its
+commands that are harmless to send twice (``repeatable``) are sent again, each on its own, as
+:func:`~lazarus._scripts.execute` would have; the others raise, since they may have run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.connection import ConnectionPool
+
+MAX_BATCH = 256  # commands in one write; a batch larger than this waits for the next
+IN_FLIGHT = 2  # batches on their way at once (each on its own connection)
+
+Execute = Callable[..., Awaitable[list[Any]]]
+_Call = tuple[Sequence[Any], bool, "asyncio.Future[Any]"]
+
+
+class Coalescer:
+    """The batches of one connection pool."""
+
+    def __init__(self, client: Redis, execute: Execute) -> None:
+        self._client = client
+        self._execute = execute
+        self._pending: list[_Call] = []
+        self._flushers = 0
+        self._tasks: set[asyncio.Task[None]] = set()  # the loop keeps weak references only
+        self.limit = MAX_BATCH
+
+    def submit(self, command: Sequence[Any], repeatable: bool) -> asyncio.Future[Any]:
+        """The reply of ``command`` (an exception for an error reply), once its batch is back."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._pending.append((command, repeatable, future))
+        if self._flushers < IN_FLIGHT:
+            self._flushers += 1
+            task = loop.create_task(self._flush())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return future
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                size = self.limit
+                batch = [call for call in self._pending[:size] if not call[2].done()]
+                del self._pending[:size]
+                if batch:
+                    await self._send(batch)
+        finally:
+            self._flushers -= 1
+
+    async def _send(self, batch: list[_Call]) -> None:
+        commands = [command for command, _, _ in batch]
+        repeatable = all(again for _, again, _ in batch)
+        try:
+            replies = await self._execute(self._client, commands, repeatable=repeatable)
+        except BaseException as error:
+            await self._failed(batch, error)
+            if isinstance(error, asyncio.CancelledError):
+                raise
+            return
+        for (_, _, future), reply in zip(batch, replies):
+            if not future.done():
+                future.set_result(reply)
+
+    async def _failed(self, batch: list[_Call], error: BaseException) -> None:
+        """A batch whose replies are lost: what may be sent twice goes again on its own."""
+        # A batch of repeatable commands only was sent again already, as the client's retry
+        # policy says; in a mixed batch, the repeatable ones have not been.
+        mixed = any(again for _, again, _ in batch) and not all(again for _, again, _ in batch)
+        retry = mixed and not isinstance(error, asyncio.CancelledError)
+        for command, repeatable, future in batch if retry else ():
+            if not repeatable:
+                continue
+            try:
+                (reply,) = await self._execute(self._client, [command], repeatable=True)
+            except Exception as failure:
+                _settle(future, failure)
+            else:
+                if not future.done():
+                    future.set_result(reply)
+        for _, _, future in batch:
+            _settle(future, error)
+
+
+def _settle(future: asyncio.Future[Any], error: BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(error, asyncio.CancelledError):
+        future.cancel()
+    else:
+        future.set_exception(error)
+
+
+_coalescers: weakref.WeakKeyDictionary[ConnectionPool, Coalescer] = weakref.WeakKeyDictionary()
+
+
+def coalescer(client: Redis, execute: Execute) -> Coalescer:
+    """The coalescer of ``client``'s connection pool."""
+    pool = client.connection_pool
+    found = _coalescers.get(pool)
+    if found is None:
+        found = _coalescers[pool] = Coalescer(client, execute)
+    return found

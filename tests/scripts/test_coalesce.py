@@ -1,0 +1,104 @@
+"""Coalesced calls: concurrent script calls share writes and connections, each with its own
+reply, and a dropped connection costs no call more than it did alone."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+from lazarus import Queue, _scripts
+
+
+@pytest.fixture
+async def narrow(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A client whose pool refuses a third connection."""
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True, max_connections=2)
+    yield client
+    await client.aclose()
+
+
+async def test_hundreds_of_concurrent_adds_fit_in_two_connections(
+    narrow: aioredis.Redis, raw: aioredis.Redis, prefix: str
+) -> None:
+    queue = Queue("jobs", connection=narrow, prefix=prefix)
+
+    jobs = await asyncio.gather(*(queue.add("n", {"i": i}) for i in range(300)))
+
+    assert len({job.id for job in jobs}) == 300
+    assert await raw.llen(f"{prefix}:{{jobs}}:wait") == 300
+
+
+async def test_after_a_script_flush_concurrent_calls_reload_and_run(
+    narrow: aioredis.Redis, raw: aioredis.Redis, prefix: str
+) -> None:
+    queue = Queue("jobs", connection=narrow, prefix=prefix)
+    await queue.add("n", {})
+    await raw.script_flush()
+
+    await asyncio.gather(*(queue.add("n", {"i": i}) for i in range(200)))
+
+    assert await raw.llen(f"{prefix}:{{jobs}}:wait") == 201
+
+
+async def test_an_error_reply_fails_its_own_call_only(raw: aioredis.Redis, prefix: str) -> None:
+    batches = _scripts.coalesced(raw)
+    key = f"{prefix}:text"
+    await raw.set(key, "x")
+
+    replies = await asyncio.gather(
+        batches.submit(("APPEND", key, "y"), False),
+        batches.submit(("INCR", key), False),
+        batches.submit(("APPEND", key, "z"), False),
+    )
+
+    assert replies[0] == 2 and replies[2] == 3
+    assert isinstance(replies[1], ResponseError)
+    assert await raw.get(key) == "xyz"
+
+
+async def test_a_call_cancelled_before_its_batch_leaves_is_never_sent(
+    raw: aioredis.Redis, prefix: str
+) -> None:
+    batches = _scripts.coalesced(raw)
+    cancelled = batches.submit(("SET", f"{prefix}:cancelled", 1), False)
+    kept = batches.submit(("SET", f"{prefix}:kept", 1), False)
+    cancelled.cancel()
+
+    assert await kept == "OK"
+    assert await raw.exists(f"{prefix}:cancelled") == 0
+
+
+async def test_a_dropped_batch_sends_again_only_what_may_run_twice(
+    redis_url: str, raw: aioredis.Redis, prefix: str
+) -> None:
+    # A connection that kills itself halfway through a batch: its own user's connections.
+    user, password = f"u{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    await raw.execute_command("ACL", "SETUSER", user, "on", f">{password}", "~*", "+@all")
+    client = aioredis.Redis.from_url(
+        redis_url, decode_responses=True, username=user, password=password
+    )
+    try:
+        batches = _scripts.coalesced(client)
+        once, twice = f"{prefix}:once", f"{prefix}:twice"
+        calls = [
+            batches.submit(("INCR", once), False),
+            batches.submit(("CLIENT", "KILL", "USER", user, "SKIPME", "no"), False),
+            batches.submit(("INCR", twice), True),
+        ]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+
+        # What may not run twice reports that its outcome is unknown; it ran once.
+        assert isinstance(results[0], RedisConnectionError)
+        assert await raw.get(once) == "1"
+        # What may run twice was sent again, alone, and answered.
+        assert results[2] == 1
+        assert await raw.get(twice) == "1"
+    finally:
+        await client.aclose()
+        await raw.execute_command("ACL", "DELUSER", user)
