@@ -33,7 +33,7 @@ from .errors import (
     UnrecoverableError,
     error_for_code,
 )
-from .job import DeadLetterReason, Job, JobOptions, fields_from_reply
+from .job import DeadLetterReason, Job, JobOptions, as_str, fields_from_reply
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as async_timeout
@@ -98,9 +98,8 @@ def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
     """
     if not reply:
         return None
-    items = [v.decode() if isinstance(v, bytes) else v for v in reply]
-    job_id, token = str(items[0]), str(items[1])
-    fields = fields_from_reply(items[2:])
+    job_id, token = as_str(reply[0]), as_str(reply[1])
+    fields = fields_from_reply(reply[2:])
     try:
         job = Job.from_fields(job_id, fields, queue_name)
     except (ValueError, TypeError, KeyError) as exc:  # JSONDecodeError is a ValueError

@@ -7,8 +7,10 @@ is added, before anything is written, and every error names the offending field.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import random
+import types
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -159,11 +161,11 @@ class JobOptions:
         KeepPolicy.parse(self.remove_on_complete, "remove_on_complete")
         KeepPolicy.parse(self.remove_on_fail, "remove_on_fail")
 
-    @property
+    @functools.cached_property
     def keep_completed(self) -> KeepPolicy:
         return KeepPolicy.parse(self.remove_on_complete, "remove_on_complete")
 
-    @property
+    @functools.cached_property
     def keep_failed(self) -> KeepPolicy:
         return KeepPolicy.parse(self.remove_on_fail, "remove_on_fail")
 
@@ -184,8 +186,20 @@ class JobOptions:
             out["onExhaustion"] = self.on_exhaustion
         return out
 
+    @staticmethod
+    @functools.lru_cache(maxsize=256)
+    def from_json(raw: str) -> JobOptions:
+        """The options stored as ``raw`` (a job's ``opts`` field). Jobs mostly share a few
+        forms, and options are immutable: one instance serves every job of a form."""
+        return JobOptions.from_dict(json.loads(raw), frozen=True)
+
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> JobOptions:
+    def from_dict(cls, raw: Mapping[str, Any], *, frozen: bool = False) -> JobOptions:
+        """The options of their stored form; ``frozen`` makes a retention mapping read-only
+        (for an instance that many jobs share)."""
+        if frozen:
+            raw = {k: types.MappingProxyType(dict(v)) if isinstance(v, Mapping) else v
+                   for k, v in raw.items()}  # fmt: skip
         return cls(
             attempts=raw.get("attempts", 1),
             backoff=raw.get("backoff"),
@@ -421,7 +435,7 @@ class Job(JobActions):
             id=job_id,
             name=f.get("name", ""),
             original_data=original_data,
-            opts=JobOptions.from_dict(json.loads(opts_json)),
+            opts=JobOptions.from_json(opts_json),
             queue_name=queue_name,
             timestamp=int(f.get("timestamp") or f.get("dlq:deadLetteredAt") or 0),
             attempts_made=int(f.get("attemptsMade") or 0),
@@ -430,8 +444,10 @@ class Job(JobActions):
             finished_on=_opt_int(f.get("finishedOn")),
             failed_reason=f.get("failedReason"),
             error_type=f.get("errorType"),
-            stacktrace=json.loads(f.get("stacktrace") or "[]"),
-            attempts=[AttemptRecord.from_json(a) for a in json.loads(f.get("attempts") or "[]")],
+            stacktrace=json.loads(f["stacktrace"]) if f.get("stacktrace") else [],
+            attempts=[AttemptRecord.from_json(a) for a in json.loads(f["attempts"])]
+            if f.get("attempts")
+            else [],
             return_value=_codec.decode(f["returnvalue"]) if "returnvalue" in f else None,
             replay_count=int(f.get("rc") or 0),
             stalled_counter=int(f.get("stalledCounter") or 0),
@@ -462,8 +478,10 @@ def _opt_int(value: str | None) -> int | None:
 def fields_from_reply(flat: list[Any]) -> dict[str, str]:
     """Pair up a flat ``[field, value, ...]`` reply, decoding bytes to str."""
     it = iter(flat)
-    return {_text(k): _text(v) for k, v in zip(it, it)}
+    if all(type(item) is str for item in flat):  # a client that decodes replies already
+        return dict(zip(it, it))
+    return {as_str(k): as_str(v) for k, v in zip(it, it)}
 
 
-def _text(value: Any) -> str:
+def as_str(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
