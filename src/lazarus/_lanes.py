@@ -137,7 +137,7 @@ async def claim(worker: Worker, lane: Lane, count: int) -> tuple[list[ClaimedJob
 
 async def wait_for_work(worker: Worker, next_due: int) -> None:
     """Block until any lane's marker is set, the next delayed job is due, or close()."""
-    from .worker import BLOCK_READ_MARGIN, _block_seconds
+    from ._claiming import BLOCK_READ_MARGIN, _block_seconds
 
     timeout = worker.block_timeout
     if next_due >= 0:

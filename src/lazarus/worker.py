@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import math
 import os
 import socket
 import uuid
@@ -29,13 +28,13 @@ from typing import Any, Literal
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError
 
 from . import _scripts
 from ._backoff import BackoffStrategy
-from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
+from ._claiming import main_loop
+from ._connection import TRANSIENT_ERRORS, address, connect
 from ._entry import NonRetryable, check_non_retryable
-from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
+from ._execution import ClaimedJob, ExecutionContext, Processor
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
 from ._lanes import check_weights, keepers, make_lanes, queue_names
@@ -44,7 +43,7 @@ from ._limiter import RateLimit
 from ._limiter import publish as publish_limit
 from ._processes import check_processes, executor_for, shut_down
 from ._slot import SlotRunner
-from ._supervision import Incident, pause, register
+from ._supervision import Incident, register
 from .dead_letter import DeadLetterQueueOptions
 from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
@@ -69,18 +68,6 @@ _EVENTS = (
     "active", "completed", "failed", "deadLettered", "discarded", "retrying", "rateLimited",
     "error", "lost",
 )  # fmt: skip
-CLOCK_CHECK_INTERVAL = 60.0  # seconds between measurements of the server's clock
-BLOCK_READ_MARGIN = 10.0  # seconds a blocking claim's reply may lag its timeout
-
-
-def _block_seconds(timeout: float) -> str:
-    """A blocking command's timeout argument: whole milliseconds (at least 1) plus half of one.
-
-    Redis turns fractional seconds into milliseconds by truncation, and 0 means "block
-    forever": "0.001" can land just below 1 ms (Redis 6.2 does so) and never time out.
-    """
-    ms = max(math.ceil(timeout * 1000), 1)
-    return f"{(ms + 0.5) / 1000:.4f}"
 
 
 def _positive(value: object, field: str, minimum: int = 1) -> int:
@@ -193,7 +180,9 @@ class Worker:
         self._owns_client = not isinstance(connection, Redis)
         self._client = connect(connection, max_connections=None)
         if self._owns_client:  # halves of the slots' calls take turns in Redis and here
-            _scripts.coalesced(self._client).limit = -(-self.concurrency // _scripts.IN_FLIGHT)
+            batches = _scripts.coalesced(self._client)
+            batches.limit = -(-self.concurrency // _scripts.IN_FLIGHT)
+            batches.alone_first = False
         self._check_slots()
         self._ctx = self._context(processor, max_events, error_cap, stack_cap)
         self._held: dict[str, str] = {}
@@ -340,7 +329,7 @@ class Worker:
         if pruner is not None:
             beside.add(asyncio.create_task(pruner.run()))
         try:
-            await (self._main_loop() if len(self._lanes) == 1 else lanes_main_loop(self))
+            await (main_loop(self) if len(self._lanes) == 1 else lanes_main_loop(self))
             # Leases are renewed until the jobs in flight are done (close() bounds the wait).
             while self._tasks:
                 await asyncio.wait(set(self._tasks))
@@ -375,93 +364,6 @@ class Worker:
             raise
         finally:
             self._starting = False
-
-    async def _main_loop(self) -> None:
-        idle = False
-        next_due = -1
-        while not self._closing:
-            free = self.concurrency - len(self._tasks)
-            if free <= 0:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
-                continue
-            try:
-                if idle:
-                    claimed, next_due = await self._wait_and_claim(free, next_due)
-                else:
-                    claimed, next_due = await self._claim(free)
-                # Fewer jobs than free slots: the queue is drained for now. A job added from
-                # here on sets the marker, so the next call may block at once.
-                idle = len(claimed) < free
-            except Exception as exc:  # whatever it is, the loop goes on (after a backoff)
-                idle = False
-                self._report_error(exc, self._claim_incident)
-                await pause(self._stopping, self._claim_incident.backoff())
-                continue
-            if self._claim_incident.failures:
-                self._claim_incident.succeeded()
-            for job in claimed:  # started even when closing: they are claimed
-                self._start(job)
-
-    def _claim_args(self, count: int) -> list[Any]:
-        return [now_ms(), self.name, self.lock_duration, count, self._ctx.max_events,
-                self._claim_id]  # fmt: skip
-
-    async def _claim(self, count: int) -> tuple[list[ClaimedJob], int]:
-        reply = await _scripts.load("claim_jobs")(
-            self._client, self._claim_keys, self._claim_args(count)
-        )
-        return self._claimed(reply)
-
-    def _claimed(self, reply: list[Any]) -> tuple[list[ClaimedJob], int]:
-        # A claim sent again after its reply was lost returns the jobs its first run claimed;
-        # once a reply is in, the next claim is a new call.
-        self._claim_id = uuid.uuid4().hex
-        jobs = [parse_claimed(item, self.queue_name) for item in reply[1:]]
-        return [j for j in jobs if j is not None], int(reply[0])
-
-    async def _wait_and_claim(self, count: int, next_due: int) -> tuple[list[ClaimedJob], int]:
-        """Block until a job may be ready (the marker), the next delayed job is due, or
-        close() (this worker's wake key), then claim: one round trip.
-
-        The claim is sent behind the BZPOPMIN on the same connection, and Redis runs it as
-        soon as the pop returns, so a woken worker has its jobs without asking again. It runs
-        on the server's clock corrected to ours, since its send time is stale by then.
-        """
-        if asyncio.get_running_loop().time() >= self._clock_checked + CLOCK_CHECK_INTERVAL:
-            await self._check_clock()
-        timeout = self.block_timeout
-        if next_due >= 0:
-            timeout = min(timeout, max((next_due - now_ms()) / 1000, 0.001))
-        script = _scripts.load("claim_jobs")
-        claim = script.command(self._claim_keys, [*self._claim_args(count), self._clock_offset])
-        self._blocking = True  # from here on, close() wakes this call instead of cancelling
-        try:
-            if self._closing:
-                return [], next_due
-            _, reply = await _scripts.execute(
-                self._client,
-                [("BZPOPMIN", self.keys.marker, self._wake_key, _block_seconds(timeout)), claim],
-                timeout=timeout + BLOCK_READ_MARGIN,
-                # Not sent again on a dropped connection, where a second BZPOPMIN could block
-                # for long: the main loop claims instead, with the same call id.
-                repeatable=False,
-            )
-        finally:
-            self._blocking = False
-        if isinstance(reply, NoScriptError):
-            reply = await script(self._client, self._claim_keys, self._claim_args(count))
-        elif isinstance(reply, Exception):
-            raise reply
-        return self._claimed(reply)
-
-    async def _check_clock(self) -> None:
-        """Measure this machine's clock against the server's (to the round trip's precision)."""
-        before = now_ms()
-        seconds, micros = await self._client.time()
-        after = now_ms()
-        self._clock_offset = (before + after) // 2 - (seconds * 1000 + micros // 1000)
-        self._clock_checked = asyncio.get_running_loop().time()
 
     def _start(self, claimed: ClaimedJob, slots: SlotRunner | None = None) -> None:
         slot = self._free_slots.pop()
