@@ -514,7 +514,7 @@ async def test_close_leaves_no_wake_key_behind(
 
 
 async def test_the_shortest_blocking_wait_still_times_out(raw: aioredis.Redis, prefix: str) -> None:
-    from lazarus.worker import _block_seconds
+    from lazarus._claiming import _block_seconds
 
     assert _block_seconds(0.0001) == "0.0015"
     assert _block_seconds(5) == "5.0005"
@@ -523,3 +523,27 @@ async def test_the_shortest_blocking_wait_still_times_out(raw: aioredis.Redis, p
         raw.execute_command("BZPOPMIN", f"{prefix}:empty", _block_seconds(0.0001)), 5
     )
     assert reply is None
+
+
+async def test_a_worker_with_more_slots_than_a_pool_has_connections_records_every_outcome(
+    queue: Queue, make_worker: Callable[..., Worker]
+) -> None:
+    # redis-py's pool holds at most 100 connections by default: 150 slots finishing together
+    # must share them rather than each take one.
+    await queue.add_bulk([{"name": "n", "data": {"i": i}} for i in range(600)])
+    errors: list[BaseException] = []
+    completed: list[str] = []
+
+    async def process(job: Job) -> None:
+        await asyncio.sleep(0.001)
+
+    worker = make_worker(process, concurrency=150)
+    worker.on("error", errors.append)
+    worker.on("completed", lambda job, _result: completed.append(job.id))
+
+    async def all_completed() -> bool:
+        return len(completed) == 600
+
+    await wait_until(all_completed, timeout=60, message="600 jobs to complete")
+    assert errors == []
+    assert (await queue.get_job_counts())["completed"] == 600

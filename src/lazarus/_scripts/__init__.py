@@ -119,13 +119,13 @@ class Script:
     async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = self.command(keys, args)
         batches = coalesced(client)
-        reply = await batches.submit(command, self.repeatable)
+        reply = await batches.call(command, self.repeatable)
         if isinstance(reply, NoScriptError):  # refused unrun: sending it again is safe
             # Through the batches too: after a restart every slot of a worker asks at once.
-            loaded = await batches.submit(("SCRIPT", "LOAD", self.source), True)
+            loaded = await batches.call(("SCRIPT", "LOAD", self.source), True)
             if isinstance(loaded, Exception):
                 raise loaded
-            reply = await batches.submit(command, self.repeatable)
+            reply = await batches.call(command, self.repeatable)
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -207,7 +207,7 @@ def coalesced(client: Redis) -> Coalescer:
 
 async def send(client: Redis, *command: Any, repeatable: bool = True) -> Any:
     """Send one plain command with the batches of ``client``'s pool; raise an error reply."""
-    reply = await coalesced(client).submit(command, repeatable)
+    reply = await coalesced(client).call(command, repeatable)
     if isinstance(reply, Exception):
         raise reply
     return reply

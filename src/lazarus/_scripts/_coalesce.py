@@ -41,14 +41,30 @@ class Coalescer:
         self._pending: list[_Call] = []
         self._flushers = 0
         self._tasks: set[asyncio.Task[None]] = set()  # the loop keeps weak references only
+        self._alone = False  # a call on its way by itself
         self.limit = MAX_BATCH
+        # Whether a call that finds nothing on its way goes at once, without a batch: the
+        # fastest for calls that come one at a time; a worker turns it off (its slots' calls
+        # come together, and it sends them in halves).
+        self.alone_first = True
+
+    async def call(self, command: Sequence[Any], repeatable: bool) -> Any:
+        """The reply of ``command`` (an exception for an error reply)."""
+        if self.alone_first and not (self._alone or self._flushers or self._pending):
+            self._alone = True
+            try:
+                (reply,) = await self._execute(self._client, [command], repeatable=repeatable)
+            finally:
+                self._alone = False
+            return reply
+        return await self.submit(command, repeatable)
 
     def submit(self, command: Sequence[Any], repeatable: bool) -> asyncio.Future[Any]:
         """The reply of ``command`` (an exception for an error reply), once its batch is back."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending.append((command, repeatable, future))
-        if self._flushers < IN_FLIGHT:
+        if self._flushers + self._alone < IN_FLIGHT:  # a call on its way alone counts
             self._flushers += 1
             task = loop.create_task(self._flush())
             self._tasks.add(task)
