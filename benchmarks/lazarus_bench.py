@@ -8,6 +8,7 @@ import importlib.metadata
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
+import ceiling
 from adapter import Behaviour, Hooks, Payload
 
 from lazarus import Job, Queue, UnrecoverableError, Worker
@@ -166,6 +167,11 @@ class LazarusAdapter:
             except importlib.metadata.PackageNotFoundError:
                 found[package] = "not installed"
         return found
+
+    async def ceiling(self, n: int, concurrency: int) -> float:
+        """The Redis ceiling for ``n`` no-op jobs at ``concurrency`` (``ceiling.py``)."""
+        figures = await asyncio.to_thread(ceiling.measure, self.url, n, concurrency)
+        return figures["ceiling"]
 
     async def open(self, namespace: str) -> LazarusQueue:
         return LazarusQueue(self.url, namespace, self.worker_options)

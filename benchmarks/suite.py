@@ -11,12 +11,14 @@ from workloads import Workload
 # Sizes (jobs, or dead letters) of the full run and of ``--quick``.
 FULL_SIZES = {
     "add": 20_000, "add_bulk": 50_000, "drain_noop_10": 20_000, "drain_noop_50": 20_000,
-    "drain_sleep_50": 20_000, "failure": 20_000, "replay": 100_000, "purge": 100_000,
+    "drain_noop_200": 20_000, "drain_sleep_50": 20_000, "drain_sleep_200": 20_000,
+    "failure": 20_000, "replay": 100_000, "purge": 100_000,
     "memory": 10_000, "latency": 2_500,
 }  # fmt: skip
 QUICK_SIZES = {
     "add": 2_000, "add_bulk": 5_000, "drain_noop_10": 2_000, "drain_noop_50": 2_000,
-    "drain_sleep_50": 2_000, "failure": 2_000, "replay": 10_000, "purge": 10_000,
+    "drain_noop_200": 2_000, "drain_sleep_50": 2_000, "drain_sleep_200": 2_000,
+    "failure": 2_000, "replay": 10_000, "purge": 10_000,
     "memory": 2_000, "latency": 500,
 }  # fmt: skip
 
@@ -51,9 +53,20 @@ class Metric:
 METRICS = (
     Metric("add", "add", "add, one by one (sequential awaits)", "jobs/s", "1"),
     Metric("add_bulk", "add_bulk", "add_bulk, chunks of 1,000", "jobs/s", "1"),
-    Metric("drain_noop_10", "drain_noop_10", "drain no-op jobs, 1 worker", "jobs/s", "10"),
-    Metric("drain_noop_50", "drain_noop_50", "drain no-op jobs, 1 worker", "jobs/s", "50"),
+    Metric("drain_noop_10", "drain_noop_10", "drain no-op jobs, 1 worker", "jobs/s", "10",
+           Target(">=", 10_000)),
+    Metric("drain_noop_10_share", "drain_noop_10", "drain / Redis ceiling (ceiling.py)", "ratio",
+           "10", Target(">=", 0.7)),
+    Metric("drain_noop_50", "drain_noop_50", "drain no-op jobs, 1 worker", "jobs/s", "50",
+           Target(">=", 10_000)),
+    Metric("drain_noop_50_share", "drain_noop_50", "drain / Redis ceiling (ceiling.py)", "ratio",
+           "50", Target(">=", 0.7)),
+    Metric("drain_noop_200", "drain_noop_200", "drain no-op jobs, 1 worker", "jobs/s", "200"),
     Metric("drain_sleep_50", "drain_sleep_50", "drain 10 ms sleep jobs, 1 worker", "jobs/s", "50"),
+    Metric("drain_sleep_200", "drain_sleep_200", "drain 10 ms sleep jobs, 1 worker", "jobs/s",
+           "200"),
+    Metric("drain_sleep_200_share", "drain_sleep_200",
+           "drain / min(20,000 jobs/s, Redis ceiling)", "ratio", "200", Target(">=", 0.9)),
     Metric("fail", "failure", "failing jobs → failed (no DLQ)", "jobs/s", "50"),
     Metric("fail_dlq", "failure", "failing jobs → dead letter queue", "jobs/s", "50"),
     Metric("dlq_ratio", "failure", "DLQ path / failed path", "ratio", "50", Target(">=", 0.9)),
@@ -73,7 +86,9 @@ def build(sizes: dict[str, int]) -> list[Workload]:
         "add_bulk": workloads.add_bulk,
         "drain_noop_10": workloads.drain("noop", 10, "drain_noop_10"),
         "drain_noop_50": workloads.drain("noop", 50, "drain_noop_50"),
+        "drain_noop_200": workloads.drain("noop", 200, "drain_noop_200"),
         "drain_sleep_50": workloads.drain("sleep_10ms", 50, "drain_sleep_50"),
+        "drain_sleep_200": workloads.drain("sleep_10ms", 200, "drain_sleep_200"),
         "failure": workloads.failure_path,
         "replay": workloads.dead_letter_bulk("replay"),
         "purge": workloads.dead_letter_bulk("purge"),

@@ -117,9 +117,18 @@ def drain(behaviour: Behaviour, concurrency: int, key: str) -> WorkloadFn:
         queue = await adapter.open(namespace())
         try:
             await _fill(queue, n)
-            return {key: n / await _drain(queue, n, behaviour, concurrency, dead_letter=False)}
+            rate = n / await _drain(queue, n, behaviour, concurrency, dead_letter=False)
         finally:
             await queue.close()
+        sample = {key: rate}
+        ceiling = getattr(adapter, "ceiling", None)
+        if ceiling is not None:  # measured on the same Redis, right after
+            limit = await ceiling(n, concurrency)
+            # 10 ms jobs cannot go faster than concurrency / 10 ms, whatever Redis allows.
+            if behaviour == "sleep_10ms":
+                limit = min(limit, concurrency / 0.010)
+            sample.update({f"{key}_ceiling": limit, f"{key}_share": rate / limit})
+        return sample
 
     return run
 
