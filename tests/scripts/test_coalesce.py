@@ -4,7 +4,9 @@ reply, and a dropped connection costs no call more than it did alone."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 
 import pytest
@@ -102,3 +104,16 @@ async def test_a_dropped_batch_sends_again_only_what_may_run_twice(
     finally:
         await client.aclose()
         await raw.execute_command("ACL", "DELUSER", user)
+
+
+async def test_a_closed_client_s_pool_and_batches_are_freed(redis_url: str, prefix: str) -> None:
+    pools = []
+    for index in range(5):
+        queue = Queue(f"jobs{index}", connection=redis_url, prefix=prefix)
+        await asyncio.gather(*(queue.add("n", {}) for _ in range(3)))  # batches and a spare
+        pools.append(weakref.ref(queue.client.connection_pool))
+        await queue.close()
+    del queue
+    gc.collect()
+
+    assert [pool() for pool in pools] == [None] * 5

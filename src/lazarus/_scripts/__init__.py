@@ -52,13 +52,12 @@ import hashlib
 import math
 import re
 import sys
-import weakref
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection, ConnectionPool
+from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -77,7 +76,9 @@ try:
 except ImportError:  # pragma: no cover - hiredis is a dependency; redis-py packs without it
     _hiredis_pack = None
 
-_spare: weakref.WeakKeyDictionary[ConnectionPool, AbstractConnection] = weakref.WeakKeyDictionary()
+# Kept on the pool object itself, so that it goes with the pool (a weak dictionary keyed by
+# the pool would keep it alive: a redis-py connection refers back to its pool).
+_SPARE = "_lazarus_spare"
 
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _HEADER_KEY = re.compile(r"^\s*KEYS\[(\d+)\]\s+(\w+)", re.MULTILINE)
@@ -168,7 +169,7 @@ async def execute(
     the connection's ``socket_timeout`` applies.
     """
     pool = client.connection_pool
-    conn = _spare.pop(pool, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
+    conn = vars(pool).pop(_SPARE, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
 
     async def attempt() -> list[Any]:
         try:
@@ -193,10 +194,10 @@ async def execute(
     # Keep one connection per pool aside for the next call (most calls come one at a time):
     # it stays checked out, so the pool's per-checkout bookkeeping is skipped. The pool still
     # owns it and closes it with the others.
-    if pool in _spare:
+    if _SPARE in vars(pool):
         await pool.release(conn)
     else:
-        _spare[pool] = conn
+        setattr(pool, _SPARE, conn)
     return replies
 
 

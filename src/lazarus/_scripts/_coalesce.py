@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.asyncio.connection import ConnectionPool
 
 MAX_BATCH = 256  # commands in one write; a batch larger than this waits for the next
 IN_FLIGHT = 2  # batches on their way at once (each on its own connection)
@@ -36,7 +35,10 @@ class Coalescer:
     """The batches of one connection pool."""
 
     def __init__(self, client: Redis, execute: Execute) -> None:
-        self._client = client
+        # Weakly: the pool is this object's key in a weak dictionary, and the client holds
+        # the pool. The client of the latest call: every client of a pool will do, and a
+        # caller keeps its own alive while its call is on its way.
+        self.client = weakref.ref(client)
         self._execute = execute
         self._pending: list[_Call] = []
         self._flushers = 0
@@ -53,7 +55,7 @@ class Coalescer:
         if self.alone_first and not (self._alone or self._flushers or self._pending):
             self._alone = True
             try:
-                (reply,) = await self._execute(self._client, [command], repeatable=repeatable)
+                (reply,) = await self._execute(self._live(), [command], repeatable=repeatable)
             finally:
                 self._alone = False
             return reply
@@ -71,6 +73,12 @@ class Coalescer:
             task.add_done_callback(self._tasks.discard)
         return future
 
+    def _live(self) -> Redis:
+        client = self.client()
+        if client is None:  # pragma: no cover - a caller awaiting a reply holds its client
+            raise RuntimeError("the client of these calls is gone")
+        return client
+
     async def _flush(self) -> None:
         try:
             while self._pending:
@@ -86,7 +94,7 @@ class Coalescer:
         commands = [command for command, _, _ in batch]
         repeatable = all(again for _, again, _ in batch)
         try:
-            replies = await self._execute(self._client, commands, repeatable=repeatable)
+            replies = await self._execute(self._live(), commands, repeatable=repeatable)
         except BaseException as error:
             await self._failed(batch, error)
             if isinstance(error, asyncio.CancelledError):
@@ -106,7 +114,7 @@ class Coalescer:
             if not repeatable:
                 continue
             try:
-                (reply,) = await self._execute(self._client, [command], repeatable=True)
+                (reply,) = await self._execute(self._live(), [command], repeatable=True)
             except Exception as failure:
                 _settle(future, failure)
             else:
@@ -125,13 +133,16 @@ def _settle(future: asyncio.Future[Any], error: BaseException) -> None:
         future.set_exception(error)
 
 
-_coalescers: weakref.WeakKeyDictionary[ConnectionPool, Coalescer] = weakref.WeakKeyDictionary()
+_ATTRIBUTE = "_lazarus_coalescer"  # on the pool object: the batches go with the pool
 
 
 def coalescer(client: Redis, execute: Execute) -> Coalescer:
     """The coalescer of ``client``'s connection pool."""
     pool = client.connection_pool
-    found = _coalescers.get(pool)
+    found: Coalescer | None = vars(pool).get(_ATTRIBUTE)
     if found is None:
-        found = _coalescers[pool] = Coalescer(client, execute)
+        found = Coalescer(client, execute)
+        setattr(pool, _ATTRIBUTE, found)
+    elif found.client() is not client:
+        found.client = weakref.ref(client)
     return found
