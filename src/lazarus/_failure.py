@@ -9,6 +9,7 @@ UTF-8 character boundaries.
 
 from __future__ import annotations
 
+import linecache
 import traceback
 
 DEFAULT_MAX_ERROR_BYTES = 4 * 1024
@@ -29,10 +30,16 @@ def format_stack(error: BaseException, *, max_message_bytes: int, max_bytes: int
     lines = []
     for cause in _chain(error):
         lines.append("Traceback (most recent call last):\n")
-        for frame in traceback.extract_tb(cause.__traceback__):
-            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n')
-            if frame.line:
-                lines.append(f"    {frame.line.strip()}\n")
+        tb = cause.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            lines.append(f'  File "{code.co_filename}", line {tb.tb_lineno}, in {code.co_name}\n')
+            # Straight from the line cache: traceback.extract_tb first checks every frame's
+            # file on disk (a stat() each), which cost more than the rest of a failure.
+            line = linecache.getline(code.co_filename, tb.tb_lineno, tb.tb_frame.f_globals)
+            if line.strip():
+                lines.append(f"    {line.strip()}\n")
+            tb = tb.tb_next
         only = "".join(traceback.format_exception_only(type(cause), cause))
         lines.append(cap_text(only, max_message_bytes, keep_newline=True))
     return cap_middle("".join(lines), max_bytes)
