@@ -137,12 +137,13 @@ _ATTRIBUTE = "_lazarus_coalescer"  # on the pool object: the batches go with the
 
 
 def coalescer(client: Redis, execute: Execute) -> Coalescer:
-    """The coalescer of ``client``'s connection pool."""
-    pool = client.connection_pool
-    found: Coalescer | None = vars(pool).get(_ATTRIBUTE)
+    """The coalescer of ``client``'s connection pool (of a client without one, such as a
+    cluster client, which keeps a pool per node: of the client itself)."""
+    holder = getattr(client, "connection_pool", None) or client
+    found: Coalescer | None = vars(holder).get(_ATTRIBUTE)
     if found is None:
         found = Coalescer(client, execute)
-        setattr(pool, _ATTRIBUTE, found)
+        setattr(holder, _ATTRIBUTE, found)
     elif found.client() is not client:
         found.client = weakref.ref(client)
     return found
