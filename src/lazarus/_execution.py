@@ -18,11 +18,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
-from redis.asyncio import Redis
-
 from . import _codec, _scripts
 from ._backoff import BackoffStrategy, retry_delay
-from ._connection import now_ms
+from ._connection import Client, now_ms
 from ._entry import NonRetryable, is_non_retryable
 from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys, validate_job_id
@@ -77,7 +75,7 @@ class Outcome:
 class ExecutionContext:
     """Everything an execution needs from its worker; fixed for the worker's life."""
 
-    client: Redis
+    client: Client
     keys: QueueKeys
     dlq_keys: QueueKeys | None
     token_base: str

@@ -83,6 +83,38 @@ def validate_name(value: object, field: str) -> str:
     return value
 
 
+_TAG = re.compile(r"\{([^{}]+)\}")
+
+
+def validate_queue_name(value: object, field: str) -> str:
+    """Return ``value`` if it is a usable queue name, else raise naming ``field``.
+
+    A queue name follows :func:`validate_name`, except that it may open with an explicit
+    hash tag: ``{payments}-dlq`` lives in the Redis Cluster slot of ``{payments}``, which is
+    the slot of the queue ``payments`` (docs/redis-cluster.md). Braces anywhere else, empty
+    or nested, are refused.
+    """
+    if not isinstance(value, str) or not value.startswith("{"):
+        return validate_name(value, field)
+    tag = _TAG.match(value)
+    if tag is None or "{" in value[tag.end() :] or "}" in value[tag.end() :]:
+        raise ValueError(
+            f"{field} {value!r} misuses braces: they may only open the name as a hash tag "
+            "such as '{payments}-dlq' (a non-empty tag, no other braces)"
+        )
+    validate_name(tag.group(1) + value[tag.end() :], field)
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(f"{field} is longer than {MAX_NAME_LENGTH} characters")
+    return value
+
+
+def hash_tag(queue: str) -> str:
+    """The hash tag of ``queue``'s keys: its explicit tag if it opens with one, else the whole
+    name (so ``payments``, ``{payments}`` and ``{payments}-dlq`` share one slot)."""
+    tag = _TAG.match(queue)
+    return tag.group(1) if tag else queue
+
+
 def validate_job_id(value: object, field: str = "job_id") -> str:
     """Return ``value`` if it is a usable job id (the rules of :func:`validate_name`), else
     raise naming ``field``."""
@@ -113,10 +145,15 @@ class QueueKeys:
 
     def __post_init__(self) -> None:
         validate_name(self.prefix, "prefix")
-        validate_name(self.queue, "queue name")
+        validate_queue_name(self.queue, "queue name")
 
-    @property
+    @functools.cached_property
     def base(self) -> str:
+        """``<prefix>:{<queue>}:``, or for a name with an explicit hash tag the name as it
+        is: ``<prefix>:{payments}-dlq:`` (``{payments}`` alone names the keys of ``payments``)."""
+        if self.queue.startswith("{"):
+            rest = self.queue[len(hash_tag(self.queue)) + 2 :]
+            return f"{self.prefix}:{{{hash_tag(self.queue)}}}{rest}:"
         return f"{self.prefix}:{{{self.queue}}}:"
 
     @property

@@ -27,13 +27,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from . import _scripts
 from ._backoff import BackoffStrategy
-from ._connection import TRANSIENT_ERRORS, address, connect, now_ms
+from ._connection import CLIENT_TYPES, TRANSIENT_ERRORS, Client, address, connect, now_ms
 from ._entry import NonRetryable, check_non_retryable
 from ._execution import ClaimedJob, ExecutionContext, Processor, parse_claimed
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
@@ -132,7 +131,7 @@ class Worker:
         queue_name: str | Sequence[Any],
         processor: Processor,
         *,
-        connection: str | Redis | None = None,
+        connection: str | Client | None = None,
         prefix: str = "lazarus",
         concurrency: int = 1,
         lock_duration: int = 30_000,
@@ -190,7 +189,7 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake_key = self.keys.wake(self.name)
         self._processor = processor
-        self._owns_client = not isinstance(connection, Redis)
+        self._owns_client = not isinstance(connection, CLIENT_TYPES)
         self._client = connect(connection, max_connections=None)
         self._check_slots()
         self._ctx = self._context(processor, max_events, error_cap, stack_cap)

@@ -57,11 +57,14 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .._connection import Client
+from . import cluster
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as async_timeout
@@ -113,7 +116,7 @@ class Script:
         """The EVALSHA command that runs this script, for :func:`execute`."""
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    async def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = self.command(keys, args)
         (reply,) = await execute(client, [command], repeatable=self.repeatable)
         if isinstance(reply, NoScriptError):  # refused unrun: sending it again is safe
@@ -124,7 +127,7 @@ class Script:
         return reply
 
     async def call_many(
-        self, client: Redis, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
+        self, client: Client, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
     ) -> list[Any]:
         """Run several calls in one round trip, in order, on one connection.
 
@@ -143,7 +146,7 @@ class Script:
 
 
 async def execute(
-    client: Redis,
+    client: Client,
     commands: Sequence[Sequence[Any]],
     *,
     timeout: float | None = None,
@@ -160,6 +163,10 @@ async def execute(
     ``timeout`` (seconds) bounds the wait for the replies, for commands that block; by default
     the connection's ``socket_timeout`` applies.
     """
+    if isinstance(client, RedisCluster):
+        return await cluster.execute(
+            client, commands, _send_and_read, timeout=timeout, repeatable=repeatable
+        )
     pool = client.connection_pool
     conn = _spare.pop(pool, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
 

@@ -14,8 +14,7 @@ from ..job import MAX_PRIORITY, JobOptions
 from .lifecycle import check_actor, check_note
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
 # What a replay changes of the original: opts JSON, priority, attempts, payload ('' keeps).
 Override = list[str]
 KEEP: Override = ["", "", "", ""]
@@ -42,7 +41,7 @@ def check_replayer(actor: object, note: object, rule: object) -> Replayer:
 
 
 async def overridden_options(
-    client: Redis, keys: QueueKeys, job_id: str, attempts: int | None, priority: int | None
+    client: Client, keys: QueueKeys, job_id: str, attempts: int | None, priority: int | None
 ) -> Override:
     """The replay arguments that change ``attempts`` and/or ``priority`` of a dead letter."""
     raw = await client.hget(keys.job(job_id), "dlq:originalOpts")
@@ -59,7 +58,7 @@ async def overridden_options(
 
 
 async def replay(
-    client: Redis,
+    client: Client,
     keys: QueueKeys,
     max_events: int,
     target: str,
@@ -93,7 +92,7 @@ async def replay(
 
 
 async def purge(
-    client: Redis, keys: QueueKeys, max_events: int, ids: list[str], statuses: str = ""
+    client: Client, keys: QueueKeys, max_events: int, ids: list[str], statuses: str = ""
 ) -> list[int]:
     """Purge the dead letters ``ids`` (only those in ``statuses``, comma-separated, when
     given): 1 for each purged, else an error code."""

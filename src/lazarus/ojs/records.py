@@ -17,8 +17,7 @@ import json
 import time
 from typing import Any
 
-from redis.asyncio import Redis
-
+from .._connection import Client
 from .._keys import QueueKeys
 
 MAX_EVENTS = 10_000
@@ -32,7 +31,7 @@ def now_ms() -> int:
 class Records:
     """Reads and writes OJS records under one prefix."""
 
-    def __init__(self, client: Redis, prefix: str) -> None:
+    def __init__(self, client: Client, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
         self.index = f"{prefix}:ojs:index"
