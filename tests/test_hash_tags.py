@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from redis.crc import key_slot
 
-from lazarus import Queue, QueueEvents, UnrecoverableError, Worker
+from lazarus import Job, Queue, QueueEvents, UnrecoverableError, Worker
 from lazarus._keys import QueueKeys
 
 from .conftest import wait_until
 
-BAD = ["a{b}", "{}x", "{a}{b}", "{a}b}", "{{a}}", "x{a}", "{a", "{ }x"]
+BAD = ["a{b}", "{}x", "{a}{b}", "{a}b}", "{{a}}", "x{a}", "{a", "{ }x", "{a}:b"]
 
 
 def test_names_without_braces_keep_their_key_names() -> None:
@@ -21,7 +21,7 @@ def test_names_without_braces_keep_their_key_names() -> None:
     assert (keys.wait, keys.job("1")) == ("lazarus:{payments}:wait", "lazarus:{payments}:job:1")
 
 
-@pytest.mark.parametrize("name", ["{payments}-dlq", "{payments}", "{payments}:retry"])
+@pytest.mark.parametrize("name", ["{payments}-dlq", "{payments}", "{payments}.retry"])
 def test_every_key_of_a_tagged_queue_shares_the_slot_of_its_tag(name: str) -> None:
     tagged, plain = QueueKeys("lazarus", name), QueueKeys("lazarus", "payments")
     keys = [*tagged.group, *tagged.dead_letter_group, tagged.dl_index("s", "pending"),
@@ -45,16 +45,17 @@ async def test_misplaced_braces_are_refused_naming_the_field(name: str, redis_ur
 async def test_a_tagged_dead_letter_queue_takes_its_queues_dead_letters(
     redis_url: str, prefix: str
 ) -> None:
-    # Given a queue and its dead letter queue named with the queue's hash tag
-    queue = Queue("jobs", connection=redis_url, prefix=prefix)
+    # Given a tagged queue and its dead letter queue named with the same hash tag
+    queue = Queue("{jobs}.main", connection=redis_url, prefix=prefix)
     dlq = Queue("{jobs}-dlq", connection=redis_url, prefix=prefix)
     job = await queue.add("n", {"v": 1})
 
-    async def reject(_job: object) -> None:
+    async def reject(running: Job) -> None:
+        await running.log("about to fail")
         raise UnrecoverableError("no")
 
     # When the job fails for good, then it is a dead letter of the tagged queue
-    worker = Worker("jobs", reject, connection=redis_url, prefix=prefix,
+    worker = Worker("{jobs}.main", reject, connection=redis_url, prefix=prefix,
                     dead_letter_queue="{jobs}-dlq", block_timeout=0.2)  # fmt: skip
 
     async def arrived() -> bool:
@@ -65,5 +66,6 @@ async def test_a_tagged_dead_letter_queue_takes_its_queues_dead_letters(
     (letter,) = await dlq.get_dead_letter_jobs()
     assert letter.dead_letter is not None
     assert letter.dead_letter.original_job_id == job.id
+    assert (await dlq.get_job_logs(letter.id)).logs == ["about to fail"]
     await queue.close()
     await dlq.close()

@@ -97,10 +97,10 @@ def validate_queue_name(value: object, field: str) -> str:
     if not isinstance(value, str) or not value.startswith("{"):
         return validate_name(value, field)
     tag = _TAG.match(value)
-    if tag is None or "{" in value[tag.end() :] or "}" in value[tag.end() :]:
+    if tag is None or any(c in value[tag.end() :] for c in "{}:"):
         raise ValueError(
             f"{field} {value!r} misuses braces: they may only open the name as a hash tag "
-            "such as '{payments}-dlq' (a non-empty tag, no other braces)"
+            "such as '{payments}-dlq' (a non-empty tag; no other braces, and no ':' after it)"
         )
     validate_name(tag.group(1) + value[tag.end() :], field)
     if len(value) > MAX_NAME_LENGTH:
