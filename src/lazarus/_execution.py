@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
-from . import _codec, _scripts
+from . import _codec, _moves, _scripts
 from ._backoff import BackoffStrategy, retry_delay
 from ._connection import Client, now_ms
 from ._entry import NonRetryable, is_non_retryable
@@ -257,12 +257,16 @@ async def _fail(
         kind = "discarded" if discard else "failed"
         return _next(ctx, job, reply, Outcome(kind, error=error))
     dl_id = claimed.dead_letter_id
-    reply = await _scripts.load("dead_letter_job")(
-        ctx.client,
-        [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo],
-        [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
-         *tail],
-    )  # fmt: skip
+    args = [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
+            *tail]  # fmt: skip
+    if _moves.crosses(ctx.client, ctx.keys, dlq):  # another cluster slot: two steps
+        reply = await _moves.dead_letter(
+            ctx.client, ctx.keys, dlq, job_keys, memo, args, ctx.max_events
+        )
+    else:
+        reply = await _scripts.load("dead_letter_job")(
+            ctx.client, [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo], args
+        )
     # A replay goes back into its own dead letter (unless that one stopped waiting for it:
     # then the events stream names the new dead letter).
     holder = job.replay_of if record is not None and job.replay_of else dl_id

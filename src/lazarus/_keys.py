@@ -38,6 +38,9 @@ Cluster slot::
                                            prune, alerts), expiring
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
+    <prefix>:{<queue>}:moves                    HASH   moves to another cluster slot not yet
+                                           known to have arrived: dead letter id -> JSON
+    <prefix>:{<queue>}:moves:in                 ZSET   moves taken in, score = when (ms)
     <prefix>:queues                 SET    names of every queue with this prefix
     <prefix>:dlqs                   SET    names of every queue used as a dead letter queue
 
@@ -321,6 +324,19 @@ class QueueKeys:
         or ``claim`` for the worker's own claims): a call re-sent after a dropped connection
         finds its reply there instead of running twice."""
         return self.base + "reply:" + worker_name + ":" + slot
+
+    @property
+    def moves(self) -> str:
+        """The moves of this queue's jobs to a queue in another Redis Cluster slot that are
+        not known to have arrived: dead letter id -> the move (JSON). A cross-slot move's
+        first step writes it, the last one deletes it (docs/redis-cluster.md)."""
+        return self.base + "moves"
+
+    @property
+    def moves_in(self) -> str:
+        """The moves this queue took in from another slot, score = when (ms), kept a week:
+        the second step of a move seen before changes nothing."""
+        return self.base + "moves:in"
 
     @property
     def registry(self) -> str:

@@ -27,7 +27,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from . import _scripts
@@ -191,7 +190,6 @@ class Worker:
         self._processor = processor
         self._owns_client = not isinstance(connection, CLIENT_TYPES)
         self._client = connect(connection, max_connections=None)
-        self._check_slots()
         self._ctx = self._context(processor, max_events, error_cap, stack_cap)
         self._held: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -262,21 +260,6 @@ class Worker:
         keys = QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name)
         return Pruner(self._client, keys, self._ctx.max_events, holder=self.name,
                       interval=self.prune_interval, on_error=self._report_error)  # fmt: skip
-
-    def _check_slots(self) -> None:
-        if self.dead_letter_queue is None or not isinstance(self._client, RedisCluster):
-            return
-        own = self._client.keyslot(self.keys.wait)
-        other = self._client.keyslot(
-            QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name).wait
-        )
-        if own != other:
-            raise ValueError(
-                f"queue {self.queue_name!r} and dead_letter_queue "
-                f"{self.dead_letter_queue.queue_name!r} hash to different cluster slots; "
-                "give both names the same hash tag, for example 'payments' and "
-                "'{payments}-dlq'"
-            )
 
     # -- events ----------------------------------------------------------------------------
 

@@ -19,6 +19,9 @@ the script may still be running. Per script:
   its reply in its worker slot's ``reply`` key (``includes/once.lua``); a second run finds
   the lock released and answers with the first run's reply and next job instead of reporting
   a lost lock. The dead letter's id is chosen once per attempt, so every run names the same.
+- ``dead_letter_out`` (the first step of a move to another cluster slot) keeps its reply
+  memo as ``dead_letter_job`` does; ``dead_letter_in`` (the second) remembers each move it
+  added and adds none twice.
 - ``claim_jobs``: the worker gives each claim a fresh call id and keeps it until a reply
   arrives, so a claim sent again returns the jobs the first run claimed.
 - ``sweep_stalled``: a dead letter's id is derived from the job in Lua and never overwrites
@@ -260,7 +263,7 @@ REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
     "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
     "postpone_job", "add_repeatable", "repeat_job", "settle_dead_letters", "acquire_lease",
-    "claim_dead_letters", "release_dead_letter_claims",
+    "claim_dead_letters", "release_dead_letter_claims", "dead_letter_out", "dead_letter_in",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -294,4 +297,6 @@ NAMES = (
     "remove_repeatable",
     "set_dead_letter_status",
     "settle_dead_letters",
+    "dead_letter_out",
+    "dead_letter_in",
 )
