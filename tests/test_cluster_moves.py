@@ -42,6 +42,8 @@ async def pair(client: RedisCluster, cprefix: str) -> AsyncIterator[tuple[Queue,
     nodes = {client.nodes_manager.get_node_from_slot(s).name for s in slots}
     assert len(set(slots)) == 2 and len(nodes) == 2
     yield queue, dlq
+    await queue.close()
+    await dlq.close()
 
 
 async def reject(job: Job) -> None:
