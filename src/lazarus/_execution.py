@@ -199,6 +199,8 @@ async def finish(
         else:
             policy = job.opts.keep_completed.args()
             record = _replay_record(ctx, job)
+            across = record if record and _moves.crosses(ctx.client, ctx.keys, record) else None
+            record = None if across else record  # in another cluster slot: settled below
             record_keys = [] if record is None else [record.dl, record.events,
                                                      record.job(job.replay_of or "")]  # fmt: skip
             reply = await _scripts.load("complete_job")(
@@ -207,6 +209,9 @@ async def finish(
                 [job.id, claimed.token, now, value, *policy, *tail,
                  job.replay_of if record else ""],
             )  # fmt: skip
+            if across is not None and int(reply[0]) == 0:
+                await _moves.resolve(ctx.client, across, job.replay_of or "", ctx.keys, job.id,
+                                     ctx.max_events)  # fmt: skip
             return _next(ctx, job, reply, Outcome("completed", result=result))
     return await _fail(ctx, claimed, error, now, tail, memo)
 

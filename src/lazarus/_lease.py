@@ -97,8 +97,10 @@ class LeaseKeeper:
                 )
             if swept < SWEEP_BATCH:
                 break
-        if is_cluster(ctx.client):  # moves out of this queue that a crash interrupted
+        if is_cluster(ctx.client):  # moves out of these queues that a crash interrupted
             await _moves.sweep(ctx.client, ctx.keys, ctx.max_events)
+            if ctx.dlq_keys is not None:  # replays back to this queue, among others
+                await _moves.sweep(ctx.client, ctx.dlq_keys, ctx.max_events)
         return total
 
     async def run(self) -> None:

@@ -1,7 +1,9 @@
-"""Moves of a job to a dead letter queue in another Redis Cluster slot: the crash-safe two-step.
+"""Moves of a job to a queue in another Redis Cluster slot (to a dead letter queue, or back
+on replay): the crash-safe two-step.
 
 One script cannot write keys of two slots, so dead-lettering across slots takes three
-calls (docs/redis-cluster.md):
+calls (docs/redis-cluster.md); a replay likewise (``replay_out`` in the dead letter queue's
+slot marks the dead letter processing and records its new job, ``replay_in`` adds the job):
 
 1. In the source queue's slot, the script that releases the job (``dead_letter_out``, or
    ``sweep_stalled`` for a job stalled too often) deletes it and records the move in the
@@ -84,9 +86,15 @@ async def finish(client: Client, source: QueueKeys, move_id: str, max_events: in
 
 async def arrive(client: Client, prefix: str, raw: str, max_events: int) -> tuple[str, bool]:
     """Step 2: add the move ``raw`` (JSON) to its target; returns the dead letter's id and
-    whether this call added it."""
+    whether this call added it (a replay: the state its new job entered, and True)."""
     move = json.loads(raw)
     target = QueueKeys(prefix, move["target"])
+    if move.get("kind") == "replay":
+        state = await _scripts.load("replay_in")(
+            client, [*target.group, target.job(move["id"]), target.moves_in],
+            [raw, now_ms(), max_events],
+        )  # fmt: skip
+        return str(state), True
     keys = [target.dl, target.marker, target.events, target.meta, target.job(move["dl"]),
             target.moves_in]  # fmt: skip
     holder, added = await _scripts.load("dead_letter_in")(client, keys, [raw, now_ms(), max_events])
@@ -110,3 +118,92 @@ async def sweep(
     if finished:
         log.warning("queue %s: finished %d interrupted move(s)", source.queue, finished)
     return finished
+
+
+async def replay(
+    client: Client,
+    source: QueueKeys,
+    target: QueueKeys,
+    keys: Sequence[str],
+    args: Sequence[Any],
+    max_events: int,
+) -> list[Any]:
+    """Replay dead letters of ``source`` into ``target``, in another slot: ``replay_out`` (its
+    dead letter ``keys`` and the arguments of ``replay_dead_letters``), then each new job's
+    steps 2 and 3. A new job that could not be added yet is reported by the state it will
+    enter; the next sweep of ``source`` adds it."""
+    results = await _scripts.load("replay_out")(
+        client, [source.dl, source.events, source.meta, source.moves, *keys], args
+    )
+    states: list[Any] = []
+    for index, result in enumerate(results):
+        if result != "moving":
+            states.append(result)
+            continue
+        new_id = str(args[8 + index * 6])
+        try:
+            raw: Any = await client.hget(source.moves, "replay:" + new_id)
+            state = await arrive(client, source.prefix, str(raw), max_events)
+            await client.hdel(source.moves, "replay:" + new_id)
+            states.append(state[0])
+        except Exception as exc:
+            log.warning(
+                "dead letter queue %s: the replay %s into %s is on its way; a sweep will "
+                "finish it (%s)", source.queue, new_id, target.queue, exc,
+            )  # fmt: skip
+            states.append("waiting")
+    return states
+
+
+_NOTES = {
+    "removed": ("pending", "the replayed job was removed before it finished"),
+    "completed": ("resolved", "the replayed job completed"),
+    "failed": ("pending", "the replayed job failed without a dead letter queue"),
+}
+
+
+async def settle(
+    client: Client, dlq: QueueKeys, items: Sequence[tuple[str, str, QueueKeys]], max_events: int
+) -> int:
+    """Settle the ``(dead letter id, replayed job id, its queue's keys)`` items whose job,
+    in another slot, will never report back (``settle_moved``); returns how many moved.
+
+    A replay whose move has not arrived is skipped: its job is missing for now, not removed.
+    The moves entry is read before the job (step 3 follows step 2), so a job missing then
+    was removed."""
+    async with client.pipeline(transaction=False) as pipe:
+        for _dl_id, job_id, _target in items:
+            pipe.hexists(dlq.moves, "replay:" + job_id)
+        pending = await pipe.execute()
+    checks = [item for item, moving in zip(items, pending, strict=True) if not moving]
+    async with client.pipeline(transaction=False) as pipe:
+        for _dl_id, job_id, target in checks:
+            pipe.hget(target.job(job_id), "replayOf")
+            pipe.zscore(target.completed, job_id)
+            pipe.zscore(target.failed, job_id)
+        found = await pipe.execute()
+    keys: list[str] = [dlq.dl, dlq.events]
+    args: list[Any] = [now_ms(), max_events]
+    for index, (dl_id, job_id, _target) in enumerate(checks):
+        replay_of, completed, failed = found[index * 3 : index * 3 + 3]
+        fate = ("removed" if replay_of != dl_id else "completed" if completed is not None
+                else "failed" if failed is not None else None)  # fmt: skip
+        if fate is not None:
+            keys.append(dlq.job(dl_id))
+            args += [dl_id, job_id, *_NOTES[fate]]
+    if len(keys) == 2:
+        return 0
+    return int(await _scripts.load("settle_moved")(client, keys, args))
+
+
+async def resolve(
+    client: Client, dlq: QueueKeys, dl_id: str, queue: QueueKeys, job_id: str, max_events: int
+) -> None:
+    """The replayed job ``job_id`` of ``queue`` completed: resolve its dead letter, in another
+    slot. A failure is logged, not raised: the job is done, and the dead letter is settled by
+    a later sweep (a worker's stall sweep settles a sample of processing dead letters)."""
+    try:
+        await settle(client, dlq, [(dl_id, job_id, queue)], max_events)
+    except Exception as exc:
+        log.warning("dead letter %s of %s: resolving it is left to a sweep (%s)", dl_id,
+                    dlq.queue, exc)  # fmt: skip

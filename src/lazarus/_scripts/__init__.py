@@ -21,7 +21,9 @@ the script may still be running. Per script:
   a lost lock. The dead letter's id is chosen once per attempt, so every run names the same.
 - ``dead_letter_out`` (the first step of a move to another cluster slot) keeps its reply
   memo as ``dead_letter_job`` does; ``dead_letter_in`` (the second) remembers each move it
-  added and adds none twice.
+  added and adds none twice. ``replay_out`` is sent once, as ``replay_dead_letters``;
+  ``replay_in`` adds each new job once, as ``dead_letter_in``; ``settle_moved`` checks
+  each dead letter still waits for the same job, as ``settle_dead_letters``.
 - ``claim_jobs``: the worker gives each claim a fresh call id and keeps it until a reply
   arrives, so a claim sent again returns the jobs the first run claimed.
 - ``sweep_stalled``: a dead letter's id is derived from the job in Lua and never overwrites
@@ -264,6 +266,7 @@ REPEATABLE = frozenset({
     "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
     "postpone_job", "add_repeatable", "repeat_job", "settle_dead_letters", "acquire_lease",
     "claim_dead_letters", "release_dead_letter_claims", "dead_letter_out", "dead_letter_in",
+    "replay_in", "settle_moved",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -299,4 +302,7 @@ NAMES = (
     "settle_dead_letters",
     "dead_letter_out",
     "dead_letter_in",
+    "replay_out",
+    "replay_in",
+    "settle_moved",
 )

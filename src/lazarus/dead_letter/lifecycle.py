@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .. import _scripts
+from .. import _moves, _scripts
 from .._connection import now_ms
 from .._keys import QueueKeys, has_lone_surrogate, validate_job_id
 from ..errors import error_for_code
@@ -144,6 +144,9 @@ async def settle_replay(
     if dlq is None or replay_of is None:
         return
     dl_id = _text(replay_of)
+    if _moves.crosses(client, job_keys, dlq):  # the job's fate is read in its own slot
+        await _moves.settle(client, dlq, [(dl_id, job_id, job_keys)], max_events)
+        return
     await _scripts.load("settle_dead_letters")(
         client,
         [dlq.dl, dlq.events, dlq.job(dl_id), job_keys.job(job_id), job_keys.completed,
@@ -160,16 +163,21 @@ async def _settle_ids(client: Client, keys: QueueKeys, max_events: int, ids: lis
         found = await pipe.execute()
     script_keys: list[str] = [keys.dl, keys.events]
     args: list[object] = [now_ms(), max_events]
+    across: list[tuple[str, str, QueueKeys]] = []  # replayed into another cluster slot
     for dl_id, (job_id, queue) in zip(ids, found):
         target = _queue_keys(keys.prefix, queue, job_id)
         if target is None:
             continue
+        if _moves.crosses(client, keys, target):
+            across.append((dl_id, _text(job_id), target))
+            continue
         script_keys += [keys.job(dl_id), target.job(_text(job_id)), target.completed,
                         target.failed]  # fmt: skip
         args += [dl_id, _text(job_id)]
+    settled = await _moves.settle(client, keys, across, max_events) if across else 0
     if len(script_keys) == 2:
-        return 0
-    return int(await _scripts.load("settle_dead_letters")(client, script_keys, args))
+        return settled
+    return settled + int(await _scripts.load("settle_dead_letters")(client, script_keys, args))
 
 
 def _queue_keys(prefix: str, queue: object, job_id: object) -> QueueKeys | None:

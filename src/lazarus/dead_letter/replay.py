@@ -7,7 +7,7 @@ import dataclasses
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .. import _codec, _scripts
+from .. import _codec, _moves, _scripts
 from .._connection import now_ms
 from .._keys import QueueKeys, validate_name
 from ..job import MAX_PRIORITY, JobOptions
@@ -87,7 +87,11 @@ async def replay(
     for (dl_id, override), new_id in zip(items, new_ids):
         script_keys += [keys.job(dl_id), target_keys.job(new_id)]
         args += [dl_id, new_id, *override]
-    results = await _scripts.load("replay_dead_letters")(client, script_keys, args)
+    if _moves.crosses(client, keys, target_keys):  # another cluster slot: two steps
+        dl_keys = [keys.job(dl_id) for dl_id, _override in items]
+        results = await _moves.replay(client, keys, target_keys, dl_keys, args, max_events)
+    else:
+        results = await _scripts.load("replay_dead_letters")(client, script_keys, args)
     return [(new_id, _result(r)) for new_id, r in zip(new_ids, results)]
 
 
