@@ -61,9 +61,11 @@ class Queue(
 ):
     """A named queue of jobs in Redis.
 
-    ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
-    ``LAZARUS_REDIS_URL``, else ``redis://localhost:6379/0``. Every key lives under
-    ``<prefix>:{<name>}:``. ``schema`` (a pydantic model or a callable, see
+    ``connection`` is a Redis URL (``redis+cluster://host:port`` for a Redis Cluster), a
+    ``redis.asyncio.Redis`` or a ``redis.asyncio.cluster.RedisCluster`` client; by default the
+    URL in ``LAZARUS_REDIS_URL``, else ``redis://localhost:6379/0``. Every key lives under
+    ``<prefix>:{<name>}:`` (a name opening with a hash tag, ``{payments}-dlq``, under
+    ``<prefix>:<name>:``: docs/redis-cluster.md). ``schema`` (a pydantic model or a callable, see
     :mod:`lazarus.schema`) checks every payload before it is written.
     """
 
@@ -90,7 +92,7 @@ class Queue(
 
     @property
     def client(self) -> Client:
-        """The ``redis.asyncio.Redis`` client this queue uses."""
+        """The client this queue uses (``redis.asyncio.Redis`` or ``RedisCluster``)."""
         return self._client
 
     async def _register(self) -> None:
