@@ -15,6 +15,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
+import redis
+import redis.asyncio.cluster as redis_cluster
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
@@ -48,6 +50,8 @@ def default_url() -> str:
 def connect(connection: str | Client | None, *, max_connections: int | None = None) -> Client:
     """A client for ``connection``: a URL (``redis+cluster://host:port`` for a Redis Cluster),
     an existing client (used as it is), or ``None`` for :func:`default_url`."""
+    if isinstance(connection, RedisCluster):
+        _check_cluster_support()
     if isinstance(connection, CLIENT_TYPES):
         return connection
     url = connection if connection is not None else default_url()
@@ -82,8 +86,19 @@ def connect(connection: str | Client | None, *, max_connections: int | None = No
         raise ValueError(f"connection is not a usable Redis URL: {exc}") from None
 
 
+def _check_cluster_support() -> None:
+    """lazarus runs MULTI/EXEC on one slot at a time (a worker's registration, its wake-up):
+    a redis-py whose asyncio cluster client cannot do it is refused at once."""
+    if not hasattr(redis_cluster, "TransactionStrategy"):
+        raise TypeError(
+            f"Redis Cluster needs a redis-py whose asyncio cluster client runs transactions "
+            f"(this is redis-py {redis.__version__}); upgrade redis-py"
+        )
+
+
 def _connect_cluster(url: str, max_connections: int | None) -> RedisCluster:
     """A cluster client; its startup node is the URL's host and port (more are discovered)."""
+    _check_cluster_support()
     options: dict[str, Any] = (
         {} if max_connections is None else {"max_connections": max_connections}
     )
