@@ -166,3 +166,52 @@ async def test_a_job_stalled_too_often_moves_to_a_dead_letter_queue_in_another_s
     assert letter.dead_letter is not None
     assert (letter.dead_letter.original_job_id, letter.dead_letter.reason) == (job.id, "stalled")
     assert await client.hlen(queue.keys.moves) == 0
+
+
+async def test_a_replay_that_completes_before_its_move_is_cleared_resolves_its_dead_letter(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue]
+) -> None:
+    # Given a dead letter of 'jobs' in 'jobs-dlq', in another slot
+    queue, dlq = pair
+    await queue.add("n", {"v": 3})
+    dead: list[str] = []
+    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+    worker.on("deadLettered", lambda _job, dl_id: dead.append(dl_id))
+
+    async def dead_lettered() -> bool:
+        return bool(dead)
+
+    await wait_until(dead_lettered, 20, "the dead letter")
+    await worker.close()
+    # And its replay's first two steps done, but not the third (the replayer is slow)
+    new_id = uuid.uuid4().hex
+    (moving,) = await _scripts.load("replay_out")(
+        client,
+        [dlq.keys.dl, dlq.keys.events, dlq.keys.meta, dlq.keys.moves, dlq.keys.job(dead[0])],
+        [now_ms(), 1000, "jobs", "jobs-dlq", "operator:test", "", "", dead[0], new_id, "", "",
+         "", ""],
+    )  # fmt: skip
+    assert moving == "moving"
+    raw = await client.hget(dlq.keys.moves, "replay:" + new_id)
+    await _moves.arrive(client, cprefix, raw, 1000)
+
+    # When a worker completes the replayed job
+    async def succeed(job: Job) -> str:
+        return "fixed"
+
+    worker = Worker("jobs", succeed, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+
+    # Then its dead letter is resolved at once, the move's entry notwithstanding
+    async def resolved() -> bool:
+        letter = await dlq.peek_dead_letter(dead[0])
+        return (
+            letter is not None
+            and letter.dead_letter is not None
+            and (letter.dead_letter.status == "resolved")
+        )
+
+    await wait_until(resolved, 10, "the dead letter resolved")
+    await worker.close()
+    assert await queue.get_job_state(new_id) == "completed"

@@ -168,26 +168,26 @@ async def settle(
     """Settle the ``(dead letter id, replayed job id, its queue's keys)`` items whose job,
     in another slot, will never report back (``settle_moved``); returns how many moved.
 
-    A replay whose move has not arrived is skipped: its job is missing for now, not removed.
-    The moves entry is read before the job (step 3 follows step 2), so a job missing then
-    was removed."""
+    A job completed or failed has arrived, whatever its move's entry says (the worker may
+    finish it before the replayer deletes the entry). A missing job counts as removed only
+    if its move had arrived already: the entry is read before the job (step 3 follows step
+    2), so an entry gone then means a job missing afterwards was removed, not not yet added."""
     async with client.pipeline(transaction=False) as pipe:
         for _dl_id, job_id, _target in items:
             pipe.hexists(dlq.moves, "replay:" + job_id)
-        pending = await pipe.execute()
-    checks = [item for item, moving in zip(items, pending, strict=True) if not moving]
+        moving = await pipe.execute()
     async with client.pipeline(transaction=False) as pipe:
-        for _dl_id, job_id, target in checks:
+        for _dl_id, job_id, target in items:
             pipe.hget(target.job(job_id), "replayOf")
             pipe.zscore(target.completed, job_id)
             pipe.zscore(target.failed, job_id)
         found = await pipe.execute()
     keys: list[str] = [dlq.dl, dlq.events]
     args: list[Any] = [now_ms(), max_events]
-    for index, (dl_id, job_id, _target) in enumerate(checks):
+    for index, (dl_id, job_id, _target) in enumerate(items):
         replay_of, completed, failed = found[index * 3 : index * 3 + 3]
-        fate = ("removed" if replay_of != dl_id else "completed" if completed is not None
-                else "failed" if failed is not None else None)  # fmt: skip
+        fate = ("completed" if completed is not None else "failed" if failed is not None
+                else "removed" if replay_of != dl_id and not moving[index] else None)  # fmt: skip
         if fate is not None:
             keys.append(dlq.job(dl_id))
             args += [dl_id, job_id, *_NOTES[fate]]
