@@ -138,8 +138,9 @@ class LocalCluster:
 
     @property
     def url(self) -> str:
-        """A URL of the cluster's form (``redis+cluster://``) naming one startup node."""
-        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+        """A URL of the cluster's form (``redis+cluster://``) naming a live startup node."""
+        live = [n for n in self.nodes if n.process is None or n.process.poll() is None]
+        return f"redis+cluster://127.0.0.1:{(live or self.nodes)[0].port}"
 
     def start(self) -> LocalCluster:
         for node in self.nodes:
@@ -199,6 +200,18 @@ class LocalCluster:
         )
         replica.call("CLUSTER", "FAILOVER")
         wait_for(lambda: self._role(replica).startswith("master"), 30, "the failover")
+        self.wait_ready()
+        return replica
+
+    def crash(self, master: Node) -> Node:
+        """SIGKILL ``master`` and wait until the cluster promoted its replica and serves every
+        slot again; returns the new master. The crashed node stays down."""
+        master_id = master.node_id
+        replica = next(
+            r for r in self.nodes if r is not master and f"slave {master_id}" in self._role(r)
+        )
+        master.kill()
+        wait_for(lambda: self._role(replica).startswith("master"), 30, "the replica's promotion")
         self.wait_ready()
         return replica
 
