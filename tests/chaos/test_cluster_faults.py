@@ -138,12 +138,12 @@ async def test_cluster_master_sigkill_while_jobs_dead_letter_across_slots(
     # Given 1,500 jobs flowing through two worker processes, dead-lettering into a queue on
     # another master, no persistence (the replica is all that survives)
     cluster = await asyncio.to_thread(scenario.cluster)
-    queue = scenario.queue(cluster, "kill")
+    queue = scenario.queue(cluster, "crash")
     ports = await _apart(scenario, cluster, queue)
     specs = job_mix(1500, seed=13, ms=(20, 80))
     await produce(queue, specs[:1000], chunk=250)
     pool = scenario.workers(
-        cluster, "kill", concurrency=8, lock_duration=3000, stalled_interval=1000
+        cluster, "crash", concurrency=8, lock_duration=3000, stalled_interval=1000
     )
     for _ in range(2):
         pool.spawn()
@@ -157,15 +157,15 @@ async def test_cluster_master_sigkill_while_jobs_dead_letter_across_slots(
     # Then nothing is stuck, undrained or left half-moved; what replication had not carried
     # over when the master died is measured (lost and duplicated), not guaranteed
     drained = await scenario.settle(queue, timeout=60)
-    moved = await _no_move_left(scenario, cluster, "kill")
+    moved = await _no_move_left(scenario, cluster, "crash")
     findings = Findings(
         "cluster: SIGKILL of a master, replica promoted", len(specs),
         "the queue's master SIGKILLed while jobs flowed; its replica promoted (no WAIT)",
         exempt=("lost", "duplicated", "half_moved"),
     )  # fmt: skip
-    await scenario.audit(findings, cluster, "kill", specs, healthy=None)
+    await scenario.audit(findings, cluster, "crash", specs, healthy=None)
     findings.notes.append(f"drained within 60 s: {drained}; no move left half-done: {moved}; "
                           f"new master {promoted.port}")  # fmt: skip
     if not moved:
-        findings.broken.setdefault("moves left half-done", []).append("kill")
+        findings.broken.setdefault("moves left half-done", []).append("crash")
     await scenario.finish(findings)
