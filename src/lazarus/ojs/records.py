@@ -56,10 +56,10 @@ class Records:
         """Index a new job and write its record; ``False`` if the id is taken."""
         if not await self.client.hsetnx(self.index, job_id, queue):
             return False
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(self.key(queue, job_id), mapping=_encode(fields))
-            pipe.sadd(self.queues, queue)
-            await pipe.execute()
+        # Two keys in two slots on a cluster, so no transaction: the queue is listed first
+        # (listing it twice is harmless; a record of an unlisted queue would not be swept).
+        await self.client.sadd(self.queues, queue)
+        await self.client.hset(self.key(queue, job_id), mapping=_encode(fields))
         return True
 
     async def adopt(self, queue: str, job_id: str) -> None:
