@@ -1,7 +1,8 @@
 """The only place Redis key names are built. ``docs/redis-keys.md`` documents each key.
 
 Every key of one queue shares the hash tag ``{<queue>}`` so that a queue lives in one Redis
-Cluster slot::
+Cluster slot (a name that opens with a tag of its own, ``{payments}-dlq``, is used as it is:
+``<prefix>:{payments}-dlq:wait``, in the slot of ``payments``)::
 
     <prefix>:{<queue>}:wait         LIST   waiting job ids; LPUSH in, RPOP out (FIFO)
     <prefix>:{<queue>}:prioritized  ZSET   prioritized job ids, score priority * 2^32 + counter
