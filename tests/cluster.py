@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import redis
 
@@ -214,6 +215,32 @@ class LocalCluster:
         wait_for(lambda: self._role(replica).startswith("master"), 30, "the replica's promotion")
         self.wait_ready()
         return replica
+
+    def owner(self, slot: int) -> Node:
+        """The master serving ``slot``, as a live node sees it."""
+        live = next(n for n in self.nodes if n.process is not None and n.process.poll() is None)
+        reply: Any = live.call("CLUSTER", "SLOTS")
+        for start, end, master, *_replicas in reply:
+            if start <= slot <= end:
+                return next(n for n in self.nodes if n.port == int(master[1]))
+        raise RuntimeError(f"no node serves slot {slot}")
+
+    def migrate_slot(self, slot: int, target: Node, batch: int = 20) -> int:
+        """Move ``slot`` to the master ``target`` as redis-cli's resharding does (IMPORTING,
+        MIGRATING, MIGRATE in batches, then SETSLOT NODE everywhere), while clients keep
+        using it; returns how many keys moved."""
+        source = self.owner(slot)
+        target.call("CLUSTER", "SETSLOT", slot, "IMPORTING", source.node_id)
+        source.call("CLUSTER", "SETSLOT", slot, "MIGRATING", target.node_id)
+        moved = 0
+        while keys := list(source.call("CLUSTER", "GETKEYSINSLOT", slot, batch)):  # type: ignore[call-overload]
+            source.call("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+            moved += len(keys)
+        masters = [n for n in self.nodes if n.process is not None and n.process.poll() is None
+                   and self._role(n).startswith("master")]  # fmt: skip
+        for node in [target, source, *(m for m in masters if m not in (source, target))]:
+            node.call("CLUSTER", "SETSLOT", slot, "NODE", target.node_id)
+        return moved
 
     @staticmethod
     def _role(node: Node) -> str:

@@ -169,3 +169,45 @@ async def test_cluster_master_sigkill_while_jobs_dead_letter_across_slots(
     if not moved:
         findings.broken.setdefault("moves left half-done", []).append("crash")
     await scenario.finish(findings)
+
+
+@pytest.mark.timeout(300)
+async def test_cluster_slot_migration_while_jobs_run_and_dead_letter_across_slots(
+    scenario: Scenario,
+) -> None:
+    # Given 1,500 jobs flowing through two worker processes, dead-lettering into a queue on
+    # another master
+    cluster = await asyncio.to_thread(scenario.cluster)
+    queue = scenario.queue(cluster, "mig")
+    ports = await _apart(scenario, cluster, queue)
+    specs = job_mix(1500, seed=14, ms=(20, 80))
+    await produce(queue, specs[:1000], chunk=250)
+    pool = scenario.workers(
+        cluster, "mig", concurrency=8, lock_duration=3000, stalled_interval=1000
+    )
+    for _ in range(2):
+        pool.spawn()
+
+    # When the queue's slot is resharded to the third master while jobs run and more are added
+    client = scenario.raw(cluster)
+    slot = client.keyslot(queue.keys.wait)
+    third = next(n for n in cluster.masters if n.port not in ports)
+    await asyncio.sleep(0.5)  # let jobs flow first
+    migrating = asyncio.create_task(asyncio.to_thread(cluster.migrate_slot, slot, third))
+    await produce(queue, specs[1000:], chunk=100)
+    moved_keys = await migrating
+
+    # Then no job is lost, duplicated, stuck or half-moved, and no move is left in between
+    drained = await scenario.settle(queue, timeout=60)
+    moved = await _no_move_left(scenario, cluster, "mig")
+    findings = Findings(
+        "cluster: slot migration while jobs run", len(specs),
+        f"the queue's slot resharded to a third master ({moved_keys} keys MIGRATEd) while jobs "
+        "ran and were added",
+    )  # fmt: skip
+    await scenario.audit(findings, cluster, "mig", specs, healthy=None)
+    findings.notes.append(f"drained within 60 s: {drained}; no move left half-done: {moved}; "
+                          f"slot now on {cluster.owner(slot).port}")  # fmt: skip
+    if not moved:
+        findings.broken.setdefault("moves left half-done", []).append("mig")
+    await scenario.finish(findings)
