@@ -5,16 +5,27 @@ names with an explicit hash tag."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 from redis.asyncio.cluster import RedisCluster
 
-from lazarus import Job, Queue, QueueEvents, UnrecoverableError, Worker, _scripts
+from lazarus import (
+    Job,
+    Queue,
+    QueueEvents,
+    RedisUnavailableError,
+    UnrecoverableError,
+    Worker,
+    _scripts,
+)
 from lazarus._connection import connect
+from lazarus.cli import main
 
 from .cluster import LocalCluster, Node
 from .conftest import wait_until
@@ -47,6 +58,29 @@ def test_a_cluster_url_gives_a_cluster_client() -> None:
 def test_a_bad_cluster_url_is_refused_naming_the_connection() -> None:
     with pytest.raises(ValueError, match="connection"):
         connect("redis+cluster://127.0.0.1:7000/0?socket_timeout=soon")
+
+
+async def test_an_unreachable_cluster_is_one_error_naming_its_node(unused_port: int) -> None:
+    queue = Queue("jobs", connection=f"redis+cluster://127.0.0.1:{unused_port}")
+
+    with pytest.raises(RedisUnavailableError, match=f"127.0.0.1:{unused_port}"):
+        await queue.add("n", 1)
+    await queue.close()
+
+
+def test_the_cli_reports_an_unreachable_cluster_in_one_line(unused_port: int) -> None:
+    url = f"redis+cluster://127.0.0.1:{unused_port}"
+    result = CliRunner().invoke(main, ["queues", "--redis-url", url])
+
+    assert result.exit_code == 1
+    assert f"127.0.0.1:{unused_port}" in result.output and "Traceback" not in result.output
+
+
+@pytest.fixture
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 async def test_queue_worker_and_events_work_on_a_cluster_client(

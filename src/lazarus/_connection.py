@@ -22,7 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import InvalidResponse
+from redis.exceptions import InvalidResponse, RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import RedisUnavailableError
@@ -133,7 +133,7 @@ def address(client: Client) -> str:
     node it was started from)."""
     if isinstance(client, RedisCluster):
         node = next(iter(client.nodes_manager.startup_nodes.values()), None)
-        return "a Redis Cluster" if node is None else f"the Redis Cluster at {node.name}"
+        return "a Redis Cluster" if node is None else f"{node.name} (a Redis Cluster node)"
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"
@@ -170,6 +170,16 @@ async def reporting(client: Client) -> AsyncIterator[None]:
         if isinstance(exc, RedisUnavailableError):
             raise
         raise unavailable(client, exc) from exc
+    except RedisClusterException as exc:
+        if not cluster_unreachable(exc):
+            raise
+        raise unavailable(client, exc) from exc
+
+
+def cluster_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` is a cluster client's "no node reachable": redis-py raises it as a
+    ``RedisClusterException`` caused by the last connection failure."""
+    return isinstance(exc, RedisClusterException) and isinstance(exc.__cause__, TRANSIENT_ERRORS)
 
 
 def now_ms() -> int:
@@ -190,8 +200,10 @@ def reports_unavailable(
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await method(*args, **kwargs)
-        except UNREACHABLE_ERRORS as exc:
-            if isinstance(exc, RedisUnavailableError):
+        except (*UNREACHABLE_ERRORS, RedisClusterException) as exc:
+            if isinstance(exc, RedisUnavailableError) or (
+                isinstance(exc, RedisClusterException) and not cluster_unreachable(exc)
+            ):
                 raise
             client: Client = args[0]._client  # type: ignore[attr-defined]
             raise unavailable(client, exc) from exc
