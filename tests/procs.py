@@ -6,14 +6,19 @@ import asyncio
 import os
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from lazarus import DeadLetterError, Job, UnrecoverableError
+from lazarus._connection import connect
+
+
+async def _mark(marker: str) -> None:
+    client = connect(os.environ["LAZARUS_REDIS_URL"])
+    await client.rpush(marker, f"{os.getpid()}")
+    await client.aclose()
 
 
 async def mark_then_hang(job: Job) -> None:
     """Record that the job started (in Redis), then hang until the process is killed."""
-    client = aioredis.Redis.from_url(os.environ["LAZARUS_REDIS_URL"])
+    client = connect(os.environ["LAZARUS_REDIS_URL"])  # a cluster's URL too
     await client.rpush(job.data["marker"], f"{os.getpid()}")
     await client.aclose()
     await asyncio.sleep(3600)
@@ -42,9 +47,5 @@ def mark_then_block(job: Job) -> None:
     """A plain function: record that the job started, then block its thread for good."""
     import threading
 
-    import redis
-
-    client = redis.Redis.from_url(os.environ["LAZARUS_REDIS_URL"])
-    client.rpush(job.data["marker"], f"{os.getpid()}")
-    client.close()
+    asyncio.run(_mark(job.data["marker"]))
     threading.Event().wait()

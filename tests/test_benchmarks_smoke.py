@@ -138,3 +138,25 @@ def test_message_forward_benchmark_reports_every_row(tmp_path: Path) -> None:
     assert len(rows) == 3
     for row in rows:
         assert float(row.split("|")[3].replace(",", "")) > 0
+
+
+@pytest.mark.timeout(180)
+def test_cluster_benchmark_reports_every_target_workload_and_process_count(
+    tmp_path: Path,
+) -> None:
+    # Given a tiny run of the cluster benchmark (its own Redis and its own local cluster)
+    command = [sys.executable, str(ROOT / "benchmarks" / "cluster.py"), "--n", "30",
+               "--queues", "3", "--processes", "1", "--runs", "1",
+               "--out", str(tmp_path)]  # fmt: skip
+
+    # When it runs
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=170)
+
+    # Then every target, workload and process count has a positive figure
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((tmp_path / "cluster.json").read_text())["rows"]
+    assert {(r["target"], r["workload"]) for r in rows} == {
+        (t, w) for t in ("single Redis", "cluster, 3 masters")
+        for w in ("drain", "dead-letter same slot", "dead-letter across slots")
+    }  # fmt: skip
+    assert all(r["median"] > 0 for r in rows)

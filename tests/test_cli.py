@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from lazarus.cli import main
+
+from .conftest import ON_CLUSTER
 
 
 def test_worker_command_rejects_a_processor_without_a_colon() -> None:
@@ -25,6 +28,7 @@ def test_worker_command_requires_a_queue() -> None:
     assert "--queue" in result.output
 
 
+@pytest.mark.skipif(ON_CLUSTER, reason="a Redis Cluster has database 0 only")
 def test_worker_command_reports_settings_redis_refuses_in_one_line(redis_url: str) -> None:
     # An unreachable Redis is waited for (it may start later); a refused setting is not.
     bad_database = redis_url.rsplit("/", 1)[0] + "/9999"

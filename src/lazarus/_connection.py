@@ -15,14 +15,24 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
+import redis
+import redis.asyncio.cluster as redis_cluster
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import InvalidResponse
+from redis.exceptions import InvalidResponse, RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import RedisUnavailableError
+
+Client = Redis | RedisCluster
+"""A client lazarus works with: a single Redis (``redis.asyncio.Redis``) or a Redis Cluster
+(``redis.asyncio.cluster.RedisCluster``)."""
+CLIENT_TYPES = (Redis, RedisCluster)
+# A URL of this scheme names a node of a Redis Cluster (docs/redis-cluster.md).
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 DEFAULT_URL = "redis://localhost:6379/0"
 CONNECT_TIMEOUT = 5.0
@@ -37,16 +47,22 @@ def default_url() -> str:
     return os.environ.get("LAZARUS_REDIS_URL") or DEFAULT_URL
 
 
-def connect(connection: str | Redis | None, *, max_connections: int | None = None) -> Redis:
-    """A client for ``connection``: a URL, an existing ``redis.asyncio.Redis`` (used as it is),
-    or ``None`` for :func:`default_url`."""
-    if isinstance(connection, Redis):
+def connect(connection: str | Client | None, *, max_connections: int | None = None) -> Client:
+    """A client for ``connection``: a URL (``redis+cluster://host:port`` for a Redis Cluster),
+    an existing client (used as it is), or ``None`` for :func:`default_url`."""
+    if isinstance(connection, RedisCluster):
+        _check_cluster_support()
+    if isinstance(connection, CLIENT_TYPES):
         return connection
     url = connection if connection is not None else default_url()
     if not isinstance(url, str):
         raise TypeError(
-            f"connection must be a Redis URL or a redis.asyncio.Redis, not {type(url).__name__}"
+            "connection must be a Redis URL, a redis.asyncio.Redis or a "
+            f"redis.asyncio.cluster.RedisCluster, not {type(url).__name__}"
         )
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in CLUSTER_SCHEMES:
+        return _connect_cluster(f"{CLUSTER_SCHEMES[scheme.lower()]}://{rest}", max_connections)
     # Keepalive is a TCP option: a unix socket connection refuses it.
     tcp: dict[str, Any] = {} if url[:7].lower() == "unix://" else {"socket_keepalive": True}
     try:
@@ -70,15 +86,61 @@ def connect(connection: str | Redis | None, *, max_connections: int | None = Non
         raise ValueError(f"connection is not a usable Redis URL: {exc}") from None
 
 
-def address(client: Redis) -> str:
-    """A human-readable address of ``client``'s server, for error messages."""
+def _check_cluster_support() -> None:
+    """lazarus runs MULTI/EXEC on one slot at a time (a worker's registration, its wake-up):
+    a redis-py whose asyncio cluster client cannot do it is refused at once."""
+    if not hasattr(redis_cluster, "TransactionStrategy"):
+        raise TypeError(
+            f"Redis Cluster needs a redis-py whose asyncio cluster client runs transactions "
+            f"(this is redis-py {redis.__version__}); upgrade redis-py"
+        )
+
+
+def _connect_cluster(url: str, max_connections: int | None) -> RedisCluster:
+    """A cluster client; its startup node is the URL's host and port (more are discovered)."""
+    _check_cluster_support()
+    options: dict[str, Any] = (
+        {} if max_connections is None else {"max_connections": max_connections}
+    )
+    try:
+        return RedisCluster.from_url(
+            url,
+            decode_responses=True,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            socket_timeout=DEFAULT_SOCKET_TIMEOUT,
+            socket_keepalive=True,
+            health_check_interval=30,
+            **options,
+        )
+    except ValueError as exc:  # the URL itself is not named: it may hold a password
+        raise ValueError(f"connection is not a usable Redis Cluster URL: {exc}") from None
+
+
+def is_cluster(client: Client) -> bool:
+    """Whether ``client`` talks to a Redis Cluster."""
+    return isinstance(client, RedisCluster)
+
+
+def connection_kwargs(client: Client) -> dict[str, Any]:
+    """The options ``client``'s connections are made with."""
+    if isinstance(client, RedisCluster):
+        return dict(client.get_connection_kwargs())
+    return dict(client.connection_pool.connection_kwargs)
+
+
+def address(client: Client) -> str:
+    """A human-readable address of ``client``'s server, for error messages (a cluster's: the
+    node it was started from)."""
+    if isinstance(client, RedisCluster):
+        node = next(iter(client.nodes_manager.startup_nodes.values()), None)
+        return "a Redis Cluster" if node is None else f"{node.name} (a Redis Cluster node)"
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
-def unavailable(client: Redis, exc: BaseException) -> RedisUnavailableError:
+def unavailable(client: Client, exc: BaseException) -> RedisUnavailableError:
     """The :class:`RedisUnavailableError` for ``exc``, naming the address in one line."""
     if isinstance(exc, InvalidResponse):
         return RedisUnavailableError(
@@ -90,17 +152,17 @@ def unavailable(client: Redis, exc: BaseException) -> RedisUnavailableError:
     return RedisUnavailableError(f"cannot reach Redis at {address(client)}: {exc}")
 
 
-def blocking_ms(client: Redis, wanted_ms: int) -> int:
+def blocking_ms(client: Client, wanted_ms: int) -> int:
     """A blocking command's timeout in ms, kept a second below the connection's read timeout
     so that an idle wait is not mistaken for a hung server."""
-    limit = client.connection_pool.connection_kwargs.get("socket_timeout")
+    limit = connection_kwargs(client).get("socket_timeout")
     if limit is None:
         return wanted_ms
     return max(min(wanted_ms, int(float(limit) * 1000) - 1000), 1)
 
 
 @contextlib.asynccontextmanager
-async def reporting(client: Redis) -> AsyncIterator[None]:
+async def reporting(client: Client) -> AsyncIterator[None]:
     """Turn connection failures into :class:`RedisUnavailableError` naming the address."""
     try:
         yield
@@ -108,6 +170,16 @@ async def reporting(client: Redis) -> AsyncIterator[None]:
         if isinstance(exc, RedisUnavailableError):
             raise
         raise unavailable(client, exc) from exc
+    except RedisClusterException as exc:
+        if not cluster_unreachable(exc):
+            raise
+        raise unavailable(client, exc) from exc
+
+
+def cluster_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` is a cluster client's "no node reachable": redis-py raises it as a
+    ``RedisClusterException`` caused by the last connection failure."""
+    return isinstance(exc, RedisClusterException) and isinstance(exc.__cause__, TRANSIENT_ERRORS)
 
 
 def now_ms() -> int:
@@ -128,10 +200,12 @@ def reports_unavailable(
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await method(*args, **kwargs)
-        except UNREACHABLE_ERRORS as exc:
-            if isinstance(exc, RedisUnavailableError):
+        except (*UNREACHABLE_ERRORS, RedisClusterException) as exc:
+            if isinstance(exc, RedisUnavailableError) or (
+                isinstance(exc, RedisClusterException) and not cluster_unreachable(exc)
+            ):
                 raise
-            client: Redis = args[0]._client  # type: ignore[attr-defined]
+            client: Client = args[0]._client  # type: ignore[attr-defined]
             raise unavailable(client, exc) from exc
 
     wrapper.__name__ = method.__name__

@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from redis.asyncio import Redis
-
-from ._connection import reports_unavailable
+from ._connection import Client, reports_unavailable
 from ._keys import QueueKeys, validate_name
 
 
@@ -57,7 +55,7 @@ class DeduplicationMixin:
     """The deduplication half of :class:`~lazarus.Queue`."""
 
     keys: QueueKeys
-    _client: Redis
+    _client: Client
 
     @reports_unavailable
     async def get_deduplication_job_id(self, deduplication_id: str) -> str | None:

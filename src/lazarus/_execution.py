@@ -18,11 +18,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
-from redis.asyncio import Redis
-
-from . import _codec, _scripts
+from . import _codec, _moves, _scripts
 from ._backoff import BackoffStrategy, retry_delay
-from ._connection import now_ms
+from ._connection import Client, now_ms
 from ._entry import NonRetryable, is_non_retryable
 from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys, validate_job_id
@@ -77,7 +75,7 @@ class Outcome:
 class ExecutionContext:
     """Everything an execution needs from its worker; fixed for the worker's life."""
 
-    client: Redis
+    client: Client
     keys: QueueKeys
     dlq_keys: QueueKeys | None
     token_base: str
@@ -200,6 +198,8 @@ async def finish(
         else:
             policy = job.opts.keep_completed.args()
             record = _replay_record(ctx, job)
+            across = record if record and _moves.crosses(ctx.client, ctx.keys, record) else None
+            record = None if across else record  # in another cluster slot: settled below
             record_keys = [] if record is None else [record.dl, record.events,
                                                      record.job(job.replay_of or "")]  # fmt: skip
             reply = await _scripts.load("complete_job")(
@@ -208,6 +208,9 @@ async def finish(
                 [job.id, claimed.token, now, value, *policy, *tail,
                  job.replay_of if record else ""],
             )  # fmt: skip
+            if across is not None and int(reply[0]) == 0:
+                await _moves.resolve(ctx.client, across, job.replay_of or "", ctx.keys, job.id,
+                                     ctx.max_events)  # fmt: skip
             return _next(ctx, job, reply, Outcome("completed", result=result))
     return await _fail(ctx, claimed, error, now, tail, memo)
 
@@ -258,12 +261,16 @@ async def _fail(
         kind = "discarded" if discard else "failed"
         return _next(ctx, job, reply, Outcome(kind, error=error))
     dl_id = claimed.dead_letter_id
-    reply = await _scripts.load("dead_letter_job")(
-        ctx.client,
-        [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo],
-        [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
-         *tail],
-    )  # fmt: skip
+    args = [job.id, claimed.token, now, *failure, terminal, ctx.keys.queue, dlq.queue, dl_id,
+            *tail]  # fmt: skip
+    if _moves.crosses(ctx.client, ctx.keys, dlq):  # another cluster slot: two steps
+        reply = await _moves.dead_letter(
+            ctx.client, ctx.keys, dlq, job_keys, memo, args, ctx.max_events
+        )
+    else:
+        reply = await _scripts.load("dead_letter_job")(
+            ctx.client, [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo], args
+        )
     # A replay goes back into its own dead letter (unless that one stopped waiting for it:
     # then the events stream names the new dead letter).
     holder = job.replay_of if record is not None and job.replay_of else dl_id

@@ -1,7 +1,8 @@
 """The only place Redis key names are built. ``docs/redis-keys.md`` documents each key.
 
 Every key of one queue shares the hash tag ``{<queue>}`` so that a queue lives in one Redis
-Cluster slot::
+Cluster slot (a name that opens with a tag of its own, ``{payments}-dlq``, is used as it is:
+``<prefix>:{payments}-dlq:wait``, in the slot of ``payments``)::
 
     <prefix>:{<queue>}:wait         LIST   waiting job ids; LPUSH in, RPOP out (FIFO)
     <prefix>:{<queue>}:prioritized  ZSET   prioritized job ids, score priority * 2^32 + counter
@@ -38,6 +39,9 @@ Cluster slot::
                                            prune, alerts), expiring
     <prefix>:{<queue>}:wake:<worker>            ZSET   wakes one worker's blocking claim
     <prefix>:{<queue>}:reply:<worker>:<slot>    STRING the last reply of one worker slot
+    <prefix>:{<queue>}:moves                    HASH   moves to another cluster slot not yet
+                                           known to have arrived: dead letter id -> JSON
+    <prefix>:{<queue>}:moves:in                 ZSET   moves taken in, score = when (ms)
     <prefix>:queues                 SET    names of every queue with this prefix
     <prefix>:dlqs                   SET    names of every queue used as a dead letter queue
 
@@ -83,6 +87,38 @@ def validate_name(value: object, field: str) -> str:
     return value
 
 
+_TAG = re.compile(r"\{([^{}]+)\}")
+
+
+def validate_queue_name(value: object, field: str) -> str:
+    """Return ``value`` if it is a usable queue name, else raise naming ``field``.
+
+    A queue name follows :func:`validate_name`, except that it may open with an explicit
+    hash tag: ``{payments}-dlq`` lives in the Redis Cluster slot of ``{payments}``, which is
+    the slot of the queue ``payments`` (docs/redis-cluster.md). Braces anywhere else, empty
+    or nested, are refused.
+    """
+    if not isinstance(value, str) or not value.startswith("{"):
+        return validate_name(value, field)
+    tag = _TAG.match(value)
+    if tag is None or any(c in value[tag.end() :] for c in "{}:"):
+        raise ValueError(
+            f"{field} {value!r} misuses braces: they may only open the name as a hash tag "
+            "such as '{payments}-dlq' (a non-empty tag; no other braces, and no ':' after it)"
+        )
+    validate_name(tag.group(1) + value[tag.end() :], field)
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(f"{field} is longer than {MAX_NAME_LENGTH} characters")
+    return value
+
+
+def hash_tag(queue: str) -> str:
+    """The hash tag of ``queue``'s keys: its explicit tag if it opens with one, else the whole
+    name (so ``payments``, ``{payments}`` and ``{payments}-dlq`` share one slot)."""
+    tag = _TAG.match(queue)
+    return tag.group(1) if tag else queue
+
+
 def validate_job_id(value: object, field: str = "job_id") -> str:
     """Return ``value`` if it is a usable job id (the rules of :func:`validate_name`), else
     raise naming ``field``."""
@@ -113,10 +149,15 @@ class QueueKeys:
 
     def __post_init__(self) -> None:
         validate_name(self.prefix, "prefix")
-        validate_name(self.queue, "queue name")
+        validate_queue_name(self.queue, "queue name")
 
-    @property
+    @functools.cached_property
     def base(self) -> str:
+        """``<prefix>:{<queue>}:``, or for a name with an explicit hash tag the name as it
+        is: ``<prefix>:{payments}-dlq:`` (``{payments}`` alone names the keys of ``payments``)."""
+        if self.queue.startswith("{"):
+            rest = self.queue[len(hash_tag(self.queue)) + 2 :]
+            return f"{self.prefix}:{{{hash_tag(self.queue)}}}{rest}:"
         return f"{self.prefix}:{{{self.queue}}}:"
 
     @property
@@ -284,6 +325,19 @@ class QueueKeys:
         or ``claim`` for the worker's own claims): a call re-sent after a dropped connection
         finds its reply there instead of running twice."""
         return self.base + "reply:" + worker_name + ":" + slot
+
+    @property
+    def moves(self) -> str:
+        """The moves of this queue's jobs to a queue in another Redis Cluster slot that are
+        not known to have arrived: dead letter id -> the move (JSON). A cross-slot move's
+        first step writes it, the last one deletes it (docs/redis-cluster.md)."""
+        return self.base + "moves"
+
+    @property
+    def moves_in(self) -> str:
+        """The moves this queue took in from another slot, score = when (ms), kept a week:
+        the second step of a move seen before changes nothing."""
+        return self.base + "moves:in"
 
     @property
     def registry(self) -> str:

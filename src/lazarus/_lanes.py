@@ -25,7 +25,7 @@ from redis.asyncio.cluster import RedisCluster
 from . import _scripts
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, parse_claimed
-from ._keys import QueueKeys, validate_name
+from ._keys import QueueKeys, validate_queue_name
 from ._lease import LeaseKeeper
 from ._slot import SlotRunner
 from ._supervision import pause
@@ -56,7 +56,7 @@ def queue_names(value: Any) -> list[str]:
     items = [value] if isinstance(value, str) or hasattr(value, "keys") else value
     if not isinstance(items, Sequence) or not items:
         raise TypeError("queue_name must be a queue name, a Queue, or a non-empty list of them")
-    names = [validate_name(getattr(item, "name", item), "queue_name") for item in items]
+    names = [validate_queue_name(getattr(item, "name", item), "queue_name") for item in items]
     if len(set(names)) != len(names):
         raise ValueError(f"queue_name lists a queue twice: {names}")
     return names

@@ -13,8 +13,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from . import _scripts
-from ._connection import now_ms
+from . import _moves, _scripts
+from ._connection import is_cluster, now_ms
 from ._execution import ExecutionContext
 from ._supervision import Incident
 from .dead_letter.lifecycle import settle_sample
@@ -69,9 +69,12 @@ class LeaseKeeper:
         """Recover jobs whose lease expired; returns how many were swept."""
         ctx, total = self._ctx, 0
         keys = [*ctx.keys.group, ctx.keys.failed]
-        dlq_name = ""
+        dlq_name, across = "", 0
         if ctx.dlq_keys is not None:
-            keys += [*ctx.dlq_keys.dead_letter_group, ctx.dlq_keys.job_prefix]
+            # A dead letter queue in another cluster slot: the sweep records moves (_moves).
+            across = int(_moves.crosses(ctx.client, ctx.keys, ctx.dlq_keys))
+            keys += [ctx.keys.moves] if across else [*ctx.dlq_keys.dead_letter_group,
+                                                     ctx.dlq_keys.job_prefix]  # fmt: skip
             dlq_name = ctx.dlq_keys.queue
             # Replays of this dead letter queue that will never report back (removed,
             # cleaned, stalled out elsewhere) are found by a bounded random sample each sweep.
@@ -80,7 +83,7 @@ class LeaseKeeper:
             requeued, failed, dead = await _scripts.load("sweep_stalled")(
                 ctx.client, keys,
                 [now_ms(), self._max_stalled, ctx.max_events, ctx.keys.queue, dlq_name,
-                 SWEEP_BATCH],
+                 SWEEP_BATCH, across],
             )  # fmt: skip
             swept = len(requeued) + len(failed) + len(dead)
             total += swept
@@ -93,7 +96,12 @@ class LeaseKeeper:
                     len(dead),
                 )
             if swept < SWEEP_BATCH:
-                return total
+                break
+        if is_cluster(ctx.client):  # moves out of these queues that a crash interrupted
+            await _moves.sweep(ctx.client, ctx.keys, ctx.max_events)
+            if ctx.dlq_keys is not None:  # replays back to this queue, among others
+                await _moves.sweep(ctx.client, ctx.dlq_keys, ctx.max_events)
+        return total
 
     async def run(self) -> None:
         """Renew and sweep until stopped. No error ends it: a failed renewal is retried

@@ -13,9 +13,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from redis.asyncio import Redis
-
-from ._connection import reports_unavailable
+from ._connection import Client, reports_unavailable
 from ._keys import QueueKeys
 from ._supervision import Incident, pause
 
@@ -50,7 +48,7 @@ class RateLimit(NamedTuple):
         )
 
 
-async def set_limit(client: Redis, keys: QueueKeys, limit: RateLimit | None) -> None:
+async def set_limit(client: Client, keys: QueueKeys, limit: RateLimit | None) -> None:
     """Set the queue's rate limit, or with ``None`` remove it (and its current window)."""
     if limit is None:
         async with client.pipeline(transaction=True) as pipe:
@@ -64,7 +62,7 @@ async def set_limit(client: Redis, keys: QueueKeys, limit: RateLimit | None) -> 
 
 
 async def publish(
-    client: Redis,
+    client: Client,
     queues: Sequence[QueueKeys],
     limit: RateLimit | None,
     *,
@@ -91,7 +89,7 @@ class RateLimitMixin:
     """The rate-limit half of :class:`~lazarus.Queue`."""
 
     keys: QueueKeys
-    _client: Redis
+    _client: Client
 
     @reports_unavailable
     async def set_global_rate_limit(self, max: int, duration: int) -> None:

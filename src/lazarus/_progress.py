@@ -12,10 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from redis.asyncio import Redis
-
 from . import _codec, _scripts
-from ._connection import reports_unavailable
+from ._connection import Client, reports_unavailable
 from ._failure import cap_text
 from ._keys import QueueKeys, validate_job_id
 from .errors import error_for_code
@@ -36,7 +34,7 @@ class JobLogs:
 class JobHandle:
     """What a :class:`~lazarus.Job` snapshot needs to write to its job in Redis."""
 
-    client: Redis
+    client: Client
     keys: QueueKeys
     max_events: int
 
@@ -75,7 +73,7 @@ class JobLogsMixin:
 
     keys: QueueKeys
     max_events: int
-    _client: Redis
+    _client: Client
 
     @property
     def _job_handle(self) -> JobHandle:

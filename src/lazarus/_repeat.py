@@ -22,10 +22,9 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
-from redis.asyncio import Redis
 
 from . import _scripts
-from ._connection import now_ms, reports_unavailable
+from ._connection import Client, now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_name
 from .job import Job
 
@@ -158,7 +157,7 @@ def schedule_keys(keys: QueueKeys, key: str) -> list[str]:
     return [*keys.group, keys.repeat_index, keys.repeat(key)]
 
 
-async def advance(client: Redis, keys: QueueKeys, max_events: int, key: str, current: int) -> int:
+async def advance(client: Client, keys: QueueKeys, max_events: int, key: str, current: int) -> int:
     """Add the occurrence that follows the one due at ``current`` (just claimed); returns
     what ``repeat_job.lua`` answered (0 when another producer did it first)."""
     raw = await client.hgetall(keys.repeat(key))
@@ -182,7 +181,7 @@ class RepeatMixin:
     name: str
     keys: QueueKeys
     max_events: int
-    _client: Redis
+    _client: Client
 
     def _prepare(self, name: object, data: Any, options: Mapping[str, Any]) -> Any:
         raise NotImplementedError
@@ -255,7 +254,7 @@ def _text(value: Any) -> str:
 
 
 async def produce_next(
-    client: Redis, keys: QueueKeys, max_events: int, job_id: str, key: str
+    client: Client, keys: QueueKeys, max_events: int, job_id: str, key: str
 ) -> None:
     """Advance the schedule of the occurrence ``job_id`` a worker just claimed. Never raises:
     a failure is logged, and the occurrence runs all the same (its schedule then waits for

@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from redis.asyncio import Redis
 from redis.backoff import EqualJitterBackoff
 from redis.exceptions import (
     AuthenticationError,
@@ -26,7 +25,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from ._connection import address, unavailable
+from ._connection import Client, address, unavailable
 from .errors import RedisUnavailableError
 
 MAX_BACKOFF = 5.0  # seconds: the longest wait between two attempts
@@ -122,7 +121,7 @@ async def pause(stopping: asyncio.Event, seconds: float) -> None:
 
 
 async def register(
-    client: Redis,
+    client: Client,
     entries: dict[str, list[str]],
     *,
     incident: Incident,

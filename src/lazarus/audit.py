@@ -16,9 +16,9 @@ import logging
 import re
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from ._connection import Client
 from ._keys import audit_key
 
 log = logging.getLogger("lazarus.audit")
@@ -51,7 +51,7 @@ class AuditTrail:
 
     def __init__(
         self,
-        client: Redis,
+        client: Client,
         prefix: str,
         *,
         max_entries: int = 100_000,

@@ -24,10 +24,8 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from redis.asyncio import Redis
-
-from ._connection import TRANSIENT_ERRORS, blocking_ms, connect
-from ._keys import QueueKeys, validate_name
+from ._connection import CLIENT_TYPES, TRANSIENT_ERRORS, Client, blocking_ms, connect
+from ._keys import QueueKeys, validate_name, validate_queue_name
 
 log = logging.getLogger("lazarus.events")
 
@@ -41,14 +39,14 @@ class QueueEvents:
         self,
         name: str,
         *,
-        connection: str | Redis | None = None,
+        connection: str | Client | None = None,
         prefix: str = "lazarus",
         block_ms: int = 1000,
         last_event_id: str | None = None,
     ) -> None:
-        self.name = validate_name(name, "queue name")
+        self.name = validate_queue_name(name, "queue name")
         self.keys = QueueKeys(validate_name(prefix, "prefix"), name)
-        self._owns_client = not isinstance(connection, Redis)
+        self._owns_client = not isinstance(connection, CLIENT_TYPES)
         self._client = connect(connection)
         self._block_ms = block_ms
         self._last_id = last_event_id

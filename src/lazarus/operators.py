@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from redis.asyncio import Redis
-
-from ._connection import connect, reporting
-from ._keys import validate_name
+from ._connection import CLIENT_TYPES, Client, connect, reporting
+from ._keys import validate_name, validate_queue_name
 from .dead_letter import DeadLetterView
 from .queue import Queue, list_queues
 from .workers import list_workers
@@ -36,11 +34,11 @@ class Operators:
     def __init__(
         self,
         *,
-        connection: str | Redis | None = None,
+        connection: str | Client | None = None,
         prefix: str = "lazarus",
     ) -> None:
         self.prefix = validate_name(prefix, "prefix")
-        self._owns_client = not isinstance(connection, Redis)
+        self._owns_client = not isinstance(connection, CLIENT_TYPES)
         self.client = connect(connection)
         self._queues: dict[str, Queue] = {}
         self._view: DeadLetterView | None = None
@@ -49,7 +47,7 @@ class Operators:
         """The queue called ``name`` (validated: a bad name raises ``ValueError``)."""
         queue = self._queues.get(name)
         if queue is None:
-            validate_name(name, "queue")
+            validate_queue_name(name, "queue")
             queue = Queue(name, connection=self.client, prefix=self.prefix)
             if len(self._queues) < 1000:
                 self._queues[name] = queue

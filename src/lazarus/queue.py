@@ -16,12 +16,25 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
-from redis.asyncio import Redis
-
 from . import _codec, _scripts, _tracing
-from ._connection import UNREACHABLE_ERRORS, connect, now_ms, reports_unavailable, unavailable
+from ._connection import (
+    CLIENT_TYPES,
+    UNREACHABLE_ERRORS,
+    Client,
+    connect,
+    now_ms,
+    reports_unavailable,
+    unavailable,
+)
 from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
-from ._keys import QueueKeys, glob_escape, has_lone_surrogate, validate_job_id, validate_name
+from ._keys import (
+    QueueKeys,
+    glob_escape,
+    has_lone_surrogate,
+    validate_job_id,
+    validate_name,
+    validate_queue_name,
+)
 from ._limiter import RateLimitMixin
 from ._progress import JobLogsMixin
 from ._repeat import RepeatMixin
@@ -48,9 +61,11 @@ class Queue(
 ):
     """A named queue of jobs in Redis.
 
-    ``connection`` is a Redis URL or a ``redis.asyncio.Redis`` client; by default the URL in
-    ``LAZARUS_REDIS_URL``, else ``redis://localhost:6379/0``. Every key lives under
-    ``<prefix>:{<name>}:``. ``schema`` (a pydantic model or a callable, see
+    ``connection`` is a Redis URL (``redis+cluster://host:port`` for a Redis Cluster), a
+    ``redis.asyncio.Redis`` or a ``redis.asyncio.cluster.RedisCluster`` client; by default the
+    URL in ``LAZARUS_REDIS_URL``, else ``redis://localhost:6379/0``. Every key lives under
+    ``<prefix>:{<name>}:`` (a name opening with a hash tag, ``{payments}-dlq``, under
+    ``<prefix>:<name>:``: docs/redis-cluster.md). ``schema`` (a pydantic model or a callable, see
     :mod:`lazarus.schema`) checks every payload before it is written.
     """
 
@@ -58,26 +73,26 @@ class Queue(
         self,
         name: str,
         *,
-        connection: str | Redis | None = None,
+        connection: str | Client | None = None,
         prefix: str = "lazarus",
         max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
         max_events: int = DEFAULT_MAX_EVENTS,
         schema: Schema | None = None,
     ) -> None:
-        self.name = validate_name(name, "queue name")
+        self.name = validate_queue_name(name, "queue name")
         self.prefix = validate_name(prefix, "prefix")
         self.keys = QueueKeys(prefix, name)
         self.max_payload_bytes = _positive_int(max_payload_bytes, "max_payload_bytes")
         self.max_events = _positive_int(max_events, "max_events")
         self.schema = None if schema is None else PayloadSchema(schema)
-        self._owns_client = not isinstance(connection, Redis)
+        self._owns_client = not isinstance(connection, CLIENT_TYPES)
         self._client = connect(connection)
         self._registered = False
         self._options_cache: dict[Any, tuple[JobOptions, str]] = {}
 
     @property
-    def client(self) -> Redis:
-        """The ``redis.asyncio.Redis`` client this queue uses."""
+    def client(self) -> Client:
+        """The client this queue uses (``redis.asyncio.Redis`` or ``RedisCluster``)."""
         return self._client
 
     async def _register(self) -> None:
@@ -490,7 +505,7 @@ class Queue(
 
 
 async def list_queues(
-    connection: str | Redis | None = None, *, prefix: str = "lazarus"
+    connection: str | Client | None = None, *, prefix: str = "lazarus"
 ) -> list[str]:
     """The names of every queue under ``prefix`` that was ever written to, sorted."""
     client = connect(connection)
@@ -501,7 +516,7 @@ async def list_queues(
             raise
         raise unavailable(client, exc) from exc
     finally:
-        if not isinstance(connection, Redis):
+        if not isinstance(connection, CLIENT_TYPES):
             await client.aclose()
     return sorted(_text(n) for n in names)
 

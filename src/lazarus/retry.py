@@ -20,8 +20,7 @@ from .dead_letter.bulk import DEFAULT_BATCH, Progress, check_batch
 from .errors import error_for_code
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from ._connection import Client
 RetryState = Literal["failed"]
 
 
@@ -31,7 +30,7 @@ class RetryMixin:
     name: str
     keys: QueueKeys
     max_events: int
-    _client: Redis
+    _client: Client
 
     def _retry_keys(self) -> list[str]:
         return [*self.keys.group, self.keys.failed]

@@ -29,8 +29,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
-from redis.asyncio import Redis
-
+from ._connection import Client
 from .errors import UnrecoverableError
 from .job import Job
 from .queue import Queue
@@ -104,7 +103,7 @@ class Tasks:
     :meth:`worker` (or pass :meth:`process` to a :class:`~lazarus.Worker` yourself)."""
 
     def __init__(
-        self, queue: str | Queue, *, connection: str | Redis | None = None,
+        self, queue: str | Queue, *, connection: str | Client | None = None,
         prefix: str = "lazarus",
     ) -> None:  # fmt: skip
         self.queue = queue if isinstance(queue, Queue) else Queue(

@@ -26,13 +26,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
-
 from . import _scripts
 from ._backoff import BackoffStrategy
 from ._claiming import main_loop
-from ._connection import TRANSIENT_ERRORS, address, connect
+from ._connection import CLIENT_TYPES, TRANSIENT_ERRORS, Client, address, connect
 from ._entry import NonRetryable, check_non_retryable
 from ._execution import ClaimedJob, ExecutionContext, Processor
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
@@ -119,7 +116,7 @@ class Worker:
         queue_name: str | Sequence[Any],
         processor: Processor,
         *,
-        connection: str | Redis | None = None,
+        connection: str | Client | None = None,
         prefix: str = "lazarus",
         concurrency: int = 1,
         lock_duration: int = 30_000,
@@ -177,13 +174,12 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake_key = self.keys.wake(self.name)
         self._processor = processor
-        self._owns_client = not isinstance(connection, Redis)
+        self._owns_client = not isinstance(connection, CLIENT_TYPES)
         self._client = connect(connection, max_connections=None)
         if self._owns_client:  # halves of the slots' calls take turns in Redis and here
             batches = _scripts.coalesced(self._client)
             batches.limit = -(-self.concurrency // _scripts.IN_FLIGHT)
             batches.alone_first = False
-        self._check_slots()
         self._ctx = self._context(processor, max_events, error_cap, stack_cap)
         self._held: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -254,21 +250,6 @@ class Worker:
         keys = QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name)
         return Pruner(self._client, keys, self._ctx.max_events, holder=self.name,
                       interval=self.prune_interval, on_error=self._report_error)  # fmt: skip
-
-    def _check_slots(self) -> None:
-        if self.dead_letter_queue is None or not isinstance(self._client, RedisCluster):
-            return
-        own = self._client.keyslot(self.keys.wait)
-        other = self._client.keyslot(
-            QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name).wait
-        )
-        if own != other:
-            raise ValueError(
-                f"queue {self.queue_name!r} and dead_letter_queue "
-                f"{self.dead_letter_queue.queue_name!r} hash to different cluster slots; "
-                "give both names the same hash tag, for example 'payments' and "
-                "'{payments}-dlq'"
-            )
 
     # -- events ----------------------------------------------------------------------------
 

@@ -24,9 +24,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from redis.asyncio import Redis
-
-from ._connection import TRANSIENT_ERRORS, now_ms
+from ._connection import TRANSIENT_ERRORS, Client, now_ms
 from ._keys import QueueKeys
 
 HEARTBEAT_INTERVAL = 5.0  # seconds
@@ -52,7 +50,7 @@ class Presence:
     """One worker's registration: ``run()`` renews it until ``stop()``, then removes it."""
 
     def __init__(
-        self, client: Redis, keys: QueueKeys, name: str, concurrency: int,
+        self, client: Client, keys: QueueKeys, name: str, concurrency: int,
         running: Callable[[], int],
     ) -> None:  # fmt: skip
         self._client, self._keys, self._name = client, keys, name
@@ -99,7 +97,7 @@ class Presence:
             log.info("worker %s: could not unregister (%s); it expires", self._name, exc)
 
 
-async def list_workers(client: Redis, keys: QueueKeys) -> list[WorkerInfo]:
+async def list_workers(client: Client, keys: QueueKeys) -> list[WorkerInfo]:
     """The live workers of the queue, by name."""
     names = [str(n) for n in await client.zrangebyscore(keys.workers, now_ms(), "+inf")]
     if not names:

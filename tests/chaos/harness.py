@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from lazarus import Queue
+from lazarus._connection import connect
 
+from ..cluster import LocalCluster
 from .audit import judge, snapshot
 from .jobs import JobSpec
 from .pool import RunLog, WorkerPool
@@ -23,6 +24,7 @@ from .report import Findings
 PREFIX = "chaos"
 STOP_GRACE = 10.0  # seconds a worker may take to exit after SIGTERM (shutdown_timeout is 5)
 FINDINGS = pytest.StashKey[list[Findings]]()
+Server = RedisServer | LocalCluster  # what a scenario's queues and workers connect to
 
 
 async def wait_for(condition: Callable[[], Awaitable[bool]], timeout: float) -> bool:
@@ -50,9 +52,10 @@ class Scenario:
         self._config = config
         self.started = time.monotonic()
         self.servers: list[RedisServer] = []
+        self.clusters: list[LocalCluster] = []
         self.pools: list[WorkerPool] = []
         self.queues: list[Queue] = []
-        self.clients: list[aioredis.Redis] = []
+        self.clients: list[Any] = []
         self.stubborn = 0
 
     def redis(self, *, appendfsync: str | None = None) -> RedisServer:
@@ -60,8 +63,14 @@ class Scenario:
         self.servers.append(server.start())
         return server
 
+    def cluster(self) -> LocalCluster:
+        """A local Redis Cluster (three masters, three replicas) of this scenario's own."""
+        cluster = LocalCluster()
+        self.clusters.append(cluster.start())
+        return cluster
+
     def workers(
-        self, server: RedisServer, queue: str, *, dlq: str | None = "dlq", **options: Any
+        self, server: Server, queue: str, *, dlq: str | None = "dlq", **options: Any
     ) -> WorkerPool:
         """A pool of worker processes on ``queue``; ``options`` go to ``Worker``."""
         options.setdefault("block_timeout", 0.5)
@@ -73,13 +82,14 @@ class Scenario:
         self.pools.append(pool)
         return pool
 
-    def queue(self, server: RedisServer, name: str) -> Queue:
+    def queue(self, server: Server, name: str) -> Queue:
         queue = Queue(name, connection=server.url, prefix=PREFIX)
         self.queues.append(queue)
         return queue
 
-    def raw(self, server: RedisServer) -> aioredis.Redis:
-        client = aioredis.Redis.from_url(server.url, decode_responses=True)
+    def raw(self, server: Server) -> Any:
+        """A client for reading keys (a cluster client on a cluster)."""
+        client: Any = connect(server.url)
         self.clients.append(client)
         return client
 
@@ -93,7 +103,7 @@ class Scenario:
         return await wait_for(settled, timeout)
 
     async def audit(
-        self, findings: Findings, server: RedisServer, queue: str, specs: list[JobSpec],
+        self, findings: Findings, server: Server, queue: str, specs: list[JobSpec],
         healthy: Callable[[str], bool] | None,
     ) -> Findings:  # fmt: skip
         """Judge every job of ``specs`` in ``queue`` (its dead letters in ``dlq``): see
@@ -137,3 +147,5 @@ class Scenario:
             await client.aclose()
         for server in self.servers:
             server.stop()
+        for cluster in self.clusters:
+            await asyncio.to_thread(cluster.stop)

@@ -16,6 +16,7 @@ from lazarus.cli import main
 from lazarus.cli.main import Commands
 from lazarus.embedded import EmbeddedRedis
 
+from ..conftest import ON_CLUSTER
 from .conftest import Invoke, MakeWorker, dead_letter
 
 
@@ -122,6 +123,7 @@ def test_a_bad_prefix_is_one_usage_line_for_every_command() -> None:
         assert "Invalid value for '--prefix'" in _one_error_line(result), args
 
 
+@pytest.mark.skipif(ON_CLUSTER, reason="a Redis Cluster has database 0 only")
 def test_a_redis_database_that_does_not_exist_is_one_error_line(redis_url: str) -> None:
     # Given the test's Redis, but database 99 (Redis has 16 by default)
     url = redis_url.rsplit("/", 1)[0] + "/99"

@@ -98,7 +98,7 @@ async def test_a_bulk_operation_needs_a_filter_a_token_and_valid_values(
 ) -> None:
     unfiltered = await client.post(BULK, json={"action": "purge", "dlq": DLQ})
     no_token = await anonymous.post(BULK, json={"action": "purge", "dlq": DLQ, "all": True})
-    bad_name = await client.post(BULK, json={"action": "purge", "dlq": "{x}", "all": True})
+    bad_name = await client.post(BULK, json={"action": "purge", "dlq": "a{x}", "all": True})
     bad_rate = await client.post(BULK, json={"action": "replay", "dlq": DLQ, "all": True,
                                              "rate": 0})  # fmt: skip
     bad_action = await client.post(BULK, json={"action": "explode", "dlq": DLQ, "all": True})

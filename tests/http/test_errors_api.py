@@ -19,7 +19,7 @@ from lazarus.http import create_app
 from .conftest import AUTH, DLQ, TOKEN, MakeWorker
 
 BASE = "/api/dlq"
-HOSTILE = ["a{b", "a}b", "{jobs}", "a b", " ", "\t", "x" * 201]
+HOSTILE = ["a{b", "a}b", "{jobs}:x", "a b", " ", "\t", "x" * 201]
 MUTATIONS = [
     ("POST", f"{BASE}/some-id/retry"),
     ("DELETE", f"{BASE}/some-id"),

@@ -225,7 +225,7 @@ async def test_the_upkeep_stops_promptly_and_reports_an_outage_once(
 
 def test_serve_refuses_a_dead_letter_queue_name_that_is_not_a_queue_name() -> None:
     result = CliRunner().invoke(
-        main, ["serve", "--dead-letter-queue", "{bad}", "--redis-url", "redis://127.0.0.1:1/0"]
+        main, ["serve", "--dead-letter-queue", "a{bad}", "--redis-url", "redis://127.0.0.1:1/0"]
     )
 
     assert result.exit_code == 2

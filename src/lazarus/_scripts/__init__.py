@@ -19,6 +19,11 @@ the script may still be running. Per script:
   its reply in its worker slot's ``reply`` key (``includes/once.lua``); a second run finds
   the lock released and answers with the first run's reply and next job instead of reporting
   a lost lock. The dead letter's id is chosen once per attempt, so every run names the same.
+- ``dead_letter_out`` (the first step of a move to another cluster slot) keeps its reply
+  memo as ``dead_letter_job`` does; ``dead_letter_in`` (the second) remembers each move it
+  added and adds none twice. ``replay_out`` is sent once, as ``replay_dead_letters``;
+  ``replay_in`` adds each new job once, as ``dead_letter_in``; ``settle_moved`` checks
+  each dead letter still waits for the same job, as ``settle_dead_letters``.
 - ``claim_jobs``: the worker gives each claim a fresh call id and keeps it until a reply
   arrives, so a claim sent again returns the jobs the first run claimed.
 - ``sweep_stalled``: a dead letter's id is derived from the job in Lua and never overwrites
@@ -56,12 +61,14 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .._connection import Client
+from . import cluster
 from ._coalesce import IN_FLIGHT as IN_FLIGHT
 from ._coalesce import Coalescer, coalescer
 
@@ -117,22 +124,24 @@ class Script:
         """The EVALSHA command that runs this script, for :func:`execute`."""
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    async def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = self.command(keys, args)
         batches = coalesced(client)
         reply = await batches.call(command, self.repeatable)
         if isinstance(reply, NoScriptError):  # refused unrun: sending it again is safe
-            # Through the batches too: after a restart every slot of a worker asks at once.
-            loaded = await batches.call(("SCRIPT", "LOAD", self.source), True)
-            if isinstance(loaded, Exception):
-                raise loaded
+            if isinstance(client, RedisCluster):  # to every master, as the client does it
+                await client.script_load(self.source)
+            else:  # through the batches too: after a restart every slot asks at once
+                loaded = await batches.call(("SCRIPT", "LOAD", self.source), True)
+                if isinstance(loaded, Exception):
+                    raise loaded
             reply = await batches.call(command, self.repeatable)
         if isinstance(reply, Exception):
             raise reply
         return reply
 
     async def call_many(
-        self, client: Redis, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
+        self, client: Client, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
     ) -> list[Any]:
         """Run several calls in one round trip, in order, on one connection.
 
@@ -151,7 +160,7 @@ class Script:
 
 
 async def execute(
-    client: Redis,
+    client: Client,
     commands: Sequence[Sequence[Any]],
     *,
     timeout: float | None = None,
@@ -168,6 +177,10 @@ async def execute(
     ``timeout`` (seconds) bounds the wait for the replies, for commands that block; by default
     the connection's ``socket_timeout`` applies.
     """
+    if isinstance(client, RedisCluster):
+        return await cluster.execute(
+            client, commands, _send_and_read, timeout=timeout, repeatable=repeatable
+        )
     pool = client.connection_pool
     conn = vars(pool).pop(_SPARE, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
 
@@ -201,12 +214,12 @@ async def execute(
     return replies
 
 
-def coalesced(client: Redis) -> Coalescer:
+def coalesced(client: Client) -> Coalescer:
     """The batches that the calls of ``client``'s pool share (see ``_coalesce``)."""
     return coalescer(client, execute)
 
 
-async def send(client: Redis, *command: Any, repeatable: bool = True) -> Any:
+async def send(client: Client, *command: Any, repeatable: bool = True) -> Any:
     """Send one plain command with the batches of ``client``'s pool; raise an error reply."""
     reply = await coalesced(client).call(command, repeatable)
     if isinstance(reply, Exception):
@@ -274,7 +287,8 @@ REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",
     "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
     "postpone_job", "add_repeatable", "repeat_job", "settle_dead_letters", "acquire_lease",
-    "claim_dead_letters", "release_dead_letter_claims",
+    "claim_dead_letters", "release_dead_letter_claims", "dead_letter_out", "dead_letter_in",
+    "replay_in", "settle_moved",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -308,4 +322,9 @@ NAMES = (
     "remove_repeatable",
     "set_dead_letter_status",
     "settle_dead_letters",
+    "dead_letter_out",
+    "dead_letter_in",
+    "replay_out",
+    "replay_in",
+    "settle_moved",
 )

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
+from .._connection import Client
 
 MAX_BATCH = 256  # commands in one write; a batch larger than this waits for the next
 IN_FLIGHT = 2  # batches on their way at once (each on its own connection)
@@ -34,7 +34,7 @@ _Call = tuple[Sequence[Any], bool, "asyncio.Future[Any]"]
 class Coalescer:
     """The batches of one connection pool."""
 
-    def __init__(self, client: Redis, execute: Execute) -> None:
+    def __init__(self, client: Client, execute: Execute) -> None:
         # Weakly: the pool is this object's key in a weak dictionary, and the client holds
         # the pool. The client of the latest call: every client of a pool will do, and a
         # caller keeps its own alive while its call is on its way.
@@ -73,7 +73,7 @@ class Coalescer:
             task.add_done_callback(self._tasks.discard)
         return future
 
-    def _live(self) -> Redis:
+    def _live(self) -> Client:
         client = self.client()
         if client is None:  # pragma: no cover - a caller awaiting a reply holds its client
             raise RuntimeError("the client of these calls is gone")
@@ -136,7 +136,7 @@ def _settle(future: asyncio.Future[Any], error: BaseException) -> None:
 _ATTRIBUTE = "_lazarus_coalescer"  # on the pool object: the batches go with the pool
 
 
-def coalescer(client: Redis, execute: Execute) -> Coalescer:
+def coalescer(client: Client, execute: Execute) -> Coalescer:
     """The coalescer of ``client``'s connection pool (of a client without one, such as a
     cluster client, which keeps a pool per node: of the client itself)."""
     holder = getattr(client, "connection_pool", None) or client

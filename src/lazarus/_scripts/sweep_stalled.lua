@@ -14,7 +14,8 @@
   KEYS[9]  events
   KEYS[10] job_prefix
   KEYS[11] failed
-  KEYS[12] dlq_dl           KEYS[12..16] only with a dead letter queue: its store prefix
+  KEYS[12] dlq_dl           KEYS[12..16] only with a dead letter queue: its store prefix;
+                            or, when across is 1, the source queue's moves hash alone
   KEYS[13] dlq_marker
   KEYS[14] dlq_events
   KEYS[15] dlq_meta
@@ -26,12 +27,16 @@
   ARGV[4]  source_queue
   ARGV[5]  dead_letter_queue  '' without one
   ARGV[6]  limit            most jobs to sweep per call
+  ARGV[7]  across           1 when the dead letter queue is in another Redis Cluster slot: a
+                            job stalled too often is recorded as a move (includes/move_out.lua)
+                            for _moves.py to finish, instead of dead-lettered here
 
   A dead letter's id is derived from the job (queue, id, attempt) and now, never taken from
   ARGV, and skips any id in use: a sweep run twice cannot give one id to two jobs or
   overwrite a dead letter. A second run sweeps only leases that expired since the first.
 
-  Returns: {requeued, failed, dead_lettered}: the ids of the stalled jobs by outcome.
+  Returns: {requeued, failed, dead_lettered}: the ids of the stalled jobs by outcome (moved
+           ones count as dead-lettered).
   Events:  stalled (jobId), then waiting, failed or failed + deadLettered as for the other
            transitions
   Outbox:  dead-lettered, for a job stalled too often
@@ -43,13 +48,15 @@
 -- @include enqueue
 -- @include finish
 -- @include dead_letter
+-- @include move_out
 
 local q = queue_keys(1)
 local now = tonumber(ARGV[1])
 local max_stalled = tonumber(ARGV[2])
 local maxlen = ARGV[3]
 local has_dlq = ARGV[5] ~= ''
-local dlq = has_dlq and {dl = KEYS[12], marker = KEYS[13], events = KEYS[14],
+local across = ARGV[7] == '1'
+local dlq = (has_dlq and not across) and {dl = KEYS[12], marker = KEYS[13], events = KEYS[14],
   meta = KEYS[15], job_prefix = KEYS[16]} or nil
 local limit = tonumber(ARGV[6])
 
@@ -57,6 +64,7 @@ local limit = tonumber(ARGV[6])
 local function dead_letter_id(id, attempt)
   local seed = ARGV[4] .. '\0' .. id .. '\0' .. attempt .. '\0' .. ARGV[1]
   local dl_id, n = string.sub(redis.sha1hex(seed), 1, 32), 0
+  if across then return dl_id end  -- the target's keys are out of reach; now makes it unique
   while redis.call('EXISTS', dlq.job_prefix .. dl_id) == 1 do
     n = n + 1
     dl_id = string.sub(redis.sha1hex(seed .. '\0' .. n), 1, 32)
@@ -82,7 +90,11 @@ for _, id in ipairs(expired) do
     if stalls > max_stalled then
       local reason = 'job stalled more than allowable limit'
       record_failure(key, now, reason, 'Stalled', cjson.encode(message), record)
-      if has_dlq then
+      if has_dlq and across then
+        move_out(q, id, KEYS[12], dead_letter_id(id, f[2] or '0'), now, 'stalled', ARGV[4],
+          ARGV[5], maxlen)
+        dead[#dead + 1] = id
+      elseif has_dlq then
         local dl_id = dead_letter_id(id, f[2] or '0')
         dead_letter(q, id, dlq, dlq.job_prefix .. dl_id, dl_id, now, 'stalled', ARGV[4],
           ARGV[5], maxlen)

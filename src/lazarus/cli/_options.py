@@ -21,7 +21,7 @@ import click
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._keys import validate_job_id, validate_name
+from .._keys import validate_job_id, validate_queue_name
 from ..dead_letter import DeadLetterFilter, DeadLetterStatus
 from ..errors import LazarusError
 from ..job import DeadLetterReason
@@ -121,7 +121,7 @@ def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def check_queue_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A click callback: ``value`` if it is a valid queue name (or ``None``)."""
     try:
-        return None if value is None else validate_name(value, "queue")
+        return None if value is None else validate_queue_name(value, "queue")
     except ValueError as exc:
         # An optional argument's metavar is "[QUEUE]"; the error names it as "QUEUE".
         hint = "'QUEUE'" if isinstance(param, click.Argument) else None

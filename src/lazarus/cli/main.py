@@ -18,7 +18,7 @@ import click
 from redis.exceptions import RedisError
 
 from .._connection import DEFAULT_URL
-from .._keys import validate_name
+from .._keys import validate_name, validate_queue_name
 
 URL_OPTION = click.option(
     "--redis-url",
@@ -33,7 +33,10 @@ def check_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
     """A click callback: ``value`` if it is a valid queue name or prefix, else a usage error."""
     try:
         field = (param.name or "value").replace("_", " ")
-        return None if value is None else validate_name(value, field)
+        if value is None:
+            return None
+        check = validate_name if field == "prefix" else validate_queue_name
+        return check(value, field)
     except (TypeError, ValueError) as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
 

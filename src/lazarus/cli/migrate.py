@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .._keys import validate_name
+from .._keys import validate_queue_name
 from ..operators import Operators
 from . import _render
 from ._options import JSON_OPTION, emit_json, run
@@ -19,7 +19,7 @@ def _check_names(
     ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 ) -> tuple[str, ...]:
     try:
-        return tuple(validate_name(value, "queue") for value in values)
+        return tuple(validate_queue_name(value, "queue") for value in values)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
 

@@ -14,8 +14,7 @@ from . import bulk, lifecycle
 from .filters import DeadLetterStatus
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
 DEFAULT_MAX_REPLAYS = 5  # as DEFAULT_MAX_REPLAYS in includes/dead_letter.lua
 MAX_REPLAYS_FIELD = "maxReplays"  # in the dead letter queue's meta hash
 
@@ -26,7 +25,7 @@ class DeadLetterActionsMixin:
     name: str
     keys: QueueKeys
     max_events: int
-    _client: Redis
+    _client: Client
 
     @reports_unavailable
     async def set_dead_letter_status(

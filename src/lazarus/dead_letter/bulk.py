@@ -21,8 +21,7 @@ from . import search, store
 from .filters import DeadLetterFilter
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 Progress = Callable[[int], Any]
@@ -59,7 +58,7 @@ def snapshot(flt: DeadLetterFilter) -> DeadLetterFilter | None:
     return dataclasses.replace(flt, until=now if until is None else min(until, now))
 
 
-async def count_matches(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> int:
+async def count_matches(client: Client, keys: QueueKeys, flt: DeadLetterFilter) -> int:
     """How many dead letters match ``flt``: from counters when possible, else by a walk."""
     exact = await store.exact_count(client, keys, flt)
     if exact is not None:
@@ -71,7 +70,7 @@ async def count_matches(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -
 
 
 async def run(
-    client: Redis,
+    client: Client,
     keys: QueueKeys,
     flt: DeadLetterFilter,
     act: Act,

@@ -24,8 +24,7 @@ from . import stats, store
 from .filters import DeadLetterFilter, DeadLetterStatus
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 SAMPLES = 101  # ranks read per status index for the time in the DLQ
@@ -72,7 +71,7 @@ class DeadLetterHealth:
         }
 
 
-async def measure(client: Redis, keys: QueueKeys, now: int | None = None) -> DeadLetterHealth:
+async def measure(client: Client, keys: QueueKeys, now: int | None = None) -> DeadLetterHealth:
     """Measure the health of the dead letter queue of ``keys``."""
     at = now_ms() if now is None else now
     statuses = [s.value for s in DeadLetterStatus]
@@ -112,7 +111,7 @@ _COUNTERS = [
 
 
 async def _time_in_dlq(
-    client: Redis, keys: QueueKeys, by_status: dict[str, int], now: int
+    client: Client, keys: QueueKeys, by_status: dict[str, int], now: int
 ) -> tuple[float | None, float | None]:
     """Mean and 95th percentile age (s) of the waiting dead letters, from sampled ranks."""
     plan: list[tuple[str, float, list[int]]] = []

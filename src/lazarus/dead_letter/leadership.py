@@ -9,18 +9,17 @@ from typing import TYPE_CHECKING
 from .. import _scripts
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 
-async def acquire(client: Redis, keys: QueueKeys, role: str, holder: str, lease_ms: int) -> bool:
+async def acquire(client: Client, keys: QueueKeys, role: str, holder: str, lease_ms: int) -> bool:
     """Whether ``holder`` leads ``role`` for the next ``lease_ms`` (taken or renewed)."""
     script = _scripts.load("acquire_lease")
     return bool(await script(client, [keys.dl_leader(role)], [holder, lease_ms]))
 
 
-async def release(client: Redis, keys: QueueKeys, role: str, holder: str) -> None:
+async def release(client: Client, keys: QueueKeys, role: str, holder: str) -> None:
     """Give the lease up if ``holder`` holds it, so another process need not wait for it to
     expire."""
     key = keys.dl_leader(role)

@@ -15,15 +15,14 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .. import _scripts
+from .. import _moves, _scripts
 from .._connection import now_ms
 from .._keys import QueueKeys, has_lone_surrogate, validate_job_id
 from ..errors import error_for_code
 from .filters import DeadLetterStatus
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
 MAX_NOTE_LENGTH = 2_000
 MAX_ACTOR_LENGTH = 200
 # Who changes a status: the redrive service, a named operator, or a policy (retention, rules).
@@ -85,7 +84,7 @@ def check_expect(value: Iterable[DeadLetterStatus | str] | None) -> str:
 
 
 async def set_status(
-    client: Redis,
+    client: Client,
     keys: QueueKeys,
     max_events: int,
     dead_letter_id: str,
@@ -112,7 +111,7 @@ async def set_status(
     return code == 1, _text(reply[1])
 
 
-async def settle_sample(client: Redis, keys: QueueKeys, max_events: int, count: int) -> int:
+async def settle_sample(client: Client, keys: QueueKeys, max_events: int, count: int) -> int:
     """Settle what needs it among ``count`` ``processing`` dead letters picked at random: a
     bounded step that workers take at each stall sweep, so that every dead letter is looked
     at sooner or later without anyone walking the whole index."""
@@ -122,7 +121,7 @@ async def settle_sample(client: Redis, keys: QueueKeys, max_events: int, count: 
     return await _settle_ids(client, keys, max_events, [_text(i) for i in picked])
 
 
-async def settle(client: Redis, keys: QueueKeys, max_events: int, batch_size: int) -> int:
+async def settle(client: Client, keys: QueueKeys, max_events: int, batch_size: int) -> int:
     """Settle the ``processing`` dead letters whose replayed job will never report back;
     returns how many moved. Walks the processing index in batches of ``batch_size``."""
     index, settled, start = keys.dl_index("s", "processing"), 0, 0
@@ -136,7 +135,7 @@ async def settle(client: Redis, keys: QueueKeys, max_events: int, batch_size: in
 
 
 async def settle_replay(
-    client: Redis, job_keys: QueueKeys, job_id: str, replay_of: object, replay_dlq: object,
+    client: Client, job_keys: QueueKeys, job_id: str, replay_of: object, replay_dlq: object,
     max_events: int,
 ) -> None:  # fmt: skip
     """Settle the dead letter that job ``job_id`` (of the queue of ``job_keys``) was a replay
@@ -145,6 +144,9 @@ async def settle_replay(
     if dlq is None or replay_of is None:
         return
     dl_id = _text(replay_of)
+    if _moves.crosses(client, job_keys, dlq):  # the job's fate is read in its own slot
+        await _moves.settle(client, dlq, [(dl_id, job_id, job_keys)], max_events)
+        return
     await _scripts.load("settle_dead_letters")(
         client,
         [dlq.dl, dlq.events, dlq.job(dl_id), job_keys.job(job_id), job_keys.completed,
@@ -153,7 +155,7 @@ async def settle_replay(
     )  # fmt: skip
 
 
-async def _settle_ids(client: Redis, keys: QueueKeys, max_events: int, ids: list[str]) -> int:
+async def _settle_ids(client: Client, keys: QueueKeys, max_events: int, ids: list[str]) -> int:
     """Settle those of the dead letters ``ids`` whose replayed job will never report back."""
     async with client.pipeline(transaction=False) as pipe:
         for dl_id in ids:
@@ -161,16 +163,21 @@ async def _settle_ids(client: Redis, keys: QueueKeys, max_events: int, ids: list
         found = await pipe.execute()
     script_keys: list[str] = [keys.dl, keys.events]
     args: list[object] = [now_ms(), max_events]
+    across: list[tuple[str, str, QueueKeys]] = []  # replayed into another cluster slot
     for dl_id, (job_id, queue) in zip(ids, found):
         target = _queue_keys(keys.prefix, queue, job_id)
         if target is None:
             continue
+        if _moves.crosses(client, keys, target):
+            across.append((dl_id, _text(job_id), target))
+            continue
         script_keys += [keys.job(dl_id), target.job(_text(job_id)), target.completed,
                         target.failed]  # fmt: skip
         args += [dl_id, _text(job_id)]
+    settled = await _moves.settle(client, keys, across, max_events) if across else 0
     if len(script_keys) == 2:
-        return 0
-    return int(await _scripts.load("settle_dead_letters")(client, script_keys, args))
+        return settled
+    return settled + int(await _scripts.load("settle_dead_letters")(client, script_keys, args))
 
 
 def _queue_keys(prefix: str, queue: object, job_id: object) -> QueueKeys | None:

@@ -21,8 +21,7 @@ from .search import DeadLetterPage, Order, Position
 from .upkeep import DeadLetterUpkeepMixin
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
 MIGRATE_BATCH = 50
 
 
@@ -33,7 +32,7 @@ class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUp
     prefix: str
     keys: QueueKeys
     max_events: int
-    _client: Redis
+    _client: Client
 
     async def get_job(self, job_id: str) -> Job | None:
         raise NotImplementedError

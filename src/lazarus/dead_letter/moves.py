@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _codec
 from .._connection import reports_unavailable
-from .._keys import QueueKeys, validate_job_id, validate_name
+from .._keys import QueueKeys, validate_job_id, validate_queue_name
 from ..errors import JobNotFoundError, NotADeadLetterError, error_for_code
 from . import bulk, replay
 from .filters import LIVE_STATUSES, DeadLetterFilter, check_filter
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
 REPLAYABLE = ("pending", "manual", "failed")  # the statuses a dead letter is replayed from
 
 
@@ -27,7 +26,7 @@ class DeadLetterMovesMixin:
     name: str
     keys: QueueKeys
     max_events: int
-    _client: Redis
+    _client: Client
 
     # -- replay ----------------------------------------------------------------------------
 
@@ -59,7 +58,7 @@ class DeadLetterMovesMixin:
         """
         validate_job_id(job_id)
         if queue is not None:
-            validate_name(queue, "queue")
+            validate_queue_name(queue, "queue")
         by = replay.check_replayer(actor, note, rule)
         payload = "" if data is replay.UNCHANGED else _codec.encode(data, field="data")
         source = await self._client.hget(self.keys.job(job_id), "dlq:sourceQueue")

@@ -14,8 +14,7 @@ from .._supervision import Incident, pause
 from . import leadership, retention
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 log = logging.getLogger("lazarus.worker")
@@ -32,7 +31,7 @@ class Pruner:
 
     def __init__(
         self,
-        client: Redis,
+        client: Client,
         keys: QueueKeys,
         max_events: int,
         *,

@@ -7,15 +7,14 @@ import dataclasses
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .. import _codec, _scripts
+from .. import _codec, _moves, _scripts
 from .._connection import now_ms
 from .._keys import QueueKeys, validate_name
 from ..job import MAX_PRIORITY, JobOptions
 from .lifecycle import check_actor, check_note
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
 # What a replay changes of the original: opts JSON, priority, attempts, payload ('' keeps).
 Override = list[str]
 KEEP: Override = ["", "", "", ""]
@@ -42,7 +41,7 @@ def check_replayer(actor: object, note: object, rule: object) -> Replayer:
 
 
 async def overridden_options(
-    client: Redis, keys: QueueKeys, job_id: str, attempts: int | None, priority: int | None
+    client: Client, keys: QueueKeys, job_id: str, attempts: int | None, priority: int | None
 ) -> Override:
     """The replay arguments that change ``attempts`` and/or ``priority`` of a dead letter."""
     raw = await client.hget(keys.job(job_id), "dlq:originalOpts")
@@ -59,7 +58,7 @@ async def overridden_options(
 
 
 async def replay(
-    client: Redis,
+    client: Client,
     keys: QueueKeys,
     max_events: int,
     target: str,
@@ -88,12 +87,16 @@ async def replay(
     for (dl_id, override), new_id in zip(items, new_ids):
         script_keys += [keys.job(dl_id), target_keys.job(new_id)]
         args += [dl_id, new_id, *override]
-    results = await _scripts.load("replay_dead_letters")(client, script_keys, args)
+    if _moves.crosses(client, keys, target_keys):  # another cluster slot: two steps
+        dl_keys = [keys.job(dl_id) for dl_id, _override in items]
+        results = await _moves.replay(client, keys, target_keys, dl_keys, args, max_events)
+    else:
+        results = await _scripts.load("replay_dead_letters")(client, script_keys, args)
     return [(new_id, _result(r)) for new_id, r in zip(new_ids, results)]
 
 
 async def purge(
-    client: Redis, keys: QueueKeys, max_events: int, ids: list[str], statuses: str = ""
+    client: Client, keys: QueueKeys, max_events: int, ids: list[str], statuses: str = ""
 ) -> list[int]:
     """Purge the dead letters ``ids`` (only those in ``statuses``, comma-separated, when
     given): 1 for each purged, else an error code."""

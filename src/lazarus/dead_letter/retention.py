@@ -21,8 +21,7 @@ from .._connection import now_ms
 from .filters import DeadLetterStatus
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 PruneAction = Literal["delete", "archive"]
@@ -160,7 +159,7 @@ def check_policy(value: object) -> RetentionPolicy:
     return value
 
 
-async def load(client: Redis, keys: QueueKeys) -> RetentionPolicy:
+async def load(client: Client, keys: QueueKeys) -> RetentionPolicy:
     """The stored policy, or the default one."""
     raw = await client.get(keys.dl_retention)
     if raw is None:
@@ -168,13 +167,13 @@ async def load(client: Redis, keys: QueueKeys) -> RetentionPolicy:
     return RetentionPolicy.from_json(json.loads(raw))
 
 
-async def store(client: Redis, keys: QueueKeys, policy: RetentionPolicy) -> None:
+async def store(client: Client, keys: QueueKeys, policy: RetentionPolicy) -> None:
     """Store ``policy`` for every process to see."""
     await client.set(keys.dl_retention, json.dumps(check_policy(policy).to_json()))
 
 
 async def prune(
-    client: Redis,
+    client: Client,
     keys: QueueKeys,
     max_events: int,
     policy: RetentionPolicy,

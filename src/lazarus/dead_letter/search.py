@@ -20,8 +20,7 @@ from ..job import Job
 from .filters import DeadLetterFilter
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 Order = Literal["newest", "oldest"]
@@ -107,7 +106,7 @@ def decode_cursor(cursor: object, order: Order) -> tuple[Position, str]:
 
 
 async def step(
-    client: Redis,
+    client: Client,
     keys: QueueKeys,
     flt: DeadLetterFilter,
     *,
@@ -140,7 +139,7 @@ async def step(
 
 
 async def walk(
-    client: Redis,
+    client: Client,
     keys: QueueKeys,
     flt: DeadLetterFilter,
     *,

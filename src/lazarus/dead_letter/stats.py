@@ -12,8 +12,7 @@ from . import search, store
 from .filters import DeadLetterFilter
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 
@@ -45,7 +44,7 @@ def _sorted(counts: dict[str, int]) -> dict[str, int]:
     return dict(Counter(counts).most_common())
 
 
-async def compute_stats(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> DeadLetterStats:
+async def compute_stats(client: Client, keys: QueueKeys, flt: DeadLetterFilter) -> DeadLetterStats:
     """Statistics of the dead letters matching ``flt``."""
     groups = None if flt.scans or flt.timed else await store.grouped_counts(client, keys, flt)
     if groups is None:
@@ -65,7 +64,7 @@ async def compute_stats(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -
 
 
 async def _ends(
-    client: Redis, keys: QueueKeys, flt: DeadLetterFilter
+    client: Client, keys: QueueKeys, flt: DeadLetterFilter
 ) -> tuple[int | None, int | None]:
     exact = flt.exact()
     held = await store.statuses(client, keys)
@@ -89,7 +88,7 @@ async def _ends(
     return ends[0], ends[1]
 
 
-async def _walked_stats(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> DeadLetterStats:
+async def _walked_stats(client: Client, keys: QueueKeys, flt: DeadLetterFilter) -> DeadLetterStats:
     groups: tuple[Counter[str], ...] = tuple(Counter() for _ in range(5))
     total, oldest, newest = 0, None, None
     async for result in search.walk(client, keys, flt, order="oldest", detail=True):
@@ -106,7 +105,7 @@ async def _walked_stats(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -
     )
 
 
-async def counters(client: Redis, keys: QueueKeys) -> DeadLetterCounters:
+async def counters(client: Client, keys: QueueKeys) -> DeadLetterCounters:
     """Running totals kept in the dead letter queue's meta hash."""
     dead: dict[tuple[str, str], int] = {}
     replayed = purged = 0
@@ -123,7 +122,7 @@ async def counters(client: Redis, keys: QueueKeys) -> DeadLetterCounters:
 
 
 async def rate(
-    client: Redis, keys: QueueKeys, minutes: int, now: int | None
+    client: Client, keys: QueueKeys, minutes: int, now: int | None
 ) -> list[tuple[int, int]]:
     """Arrivals per minute over the last ``minutes`` (at most 120), oldest first."""
     if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 120:

@@ -16,14 +16,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._keys import glob_escape, validate_name
+from .._keys import glob_escape, validate_queue_name
 from .filters import INDEXED, LIVE_STATUSES, DeadLetterFilter, combo_key
 
 __all__ = ["LIVE_STATUSES", "DeadLetterQueueOptions"]
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 # Counts over several exact fields add up the store's combination counters, while there are
@@ -41,16 +40,19 @@ class DeadLetterQueueOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.queue_name, str) or not self.queue_name:
             raise ValueError("dead_letter_queue.queue_name must be a non-empty str")
-        validate_name(self.queue_name, "dead_letter_queue.queue_name")
+        validate_queue_name(self.queue_name, "dead_letter_queue.queue_name")
 
 
-async def statuses(client: Redis, keys: QueueKeys) -> list[str]:
+async def statuses(client: Client, keys: QueueKeys) -> list[str]:
     """The statuses that hold dead letters; their indexes partition the store."""
     return [_text(s) for s in await client.zrange(keys.dl_values("s"), 0, -1)]
 
 
 async def count_in(
-    client: Redis, keys: QueueKeys, status_names: tuple[str, ...] | list[str], flt: DeadLetterFilter
+    client: Client,
+    keys: QueueKeys,
+    status_names: tuple[str, ...] | list[str],
+    flt: DeadLetterFilter,
 ) -> int:
     """How many dead letters of these statuses fall in the filter's time range."""
     low, high = flt.score_range()
@@ -62,10 +64,10 @@ async def count_in(
 
 
 async def combinations(
-    client: Redis, keys: QueueKeys, flt: DeadLetterFilter
+    client: Client, keys: QueueKeys, flt: DeadLetterFilter
 ) -> list[tuple[tuple[str, ...], int]] | None:
     """The store's counts of the combinations of (source queue, name, error type, reason,
-    status) that can match the exact filters of ``flt``: Redis picks them out of the count
+    status) that can match the exact filters of ``flt``: Client picks them out of the count
     hash by pattern (HSCAN MATCH), so only those cross the wire; ``None`` when the hash holds
     more than :data:`MAX_COMBINATIONS` (then counts that need them are made by a walk)."""
     if int(await client.hlen(keys.dl_counts)) > MAX_COMBINATIONS:
@@ -112,7 +114,7 @@ def _selector(flt: DeadLetterFilter) -> Callable[[tuple[str, ...]], bool]:
     return selects
 
 
-async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> int | None:
+async def exact_count(client: Client, keys: QueueKeys, flt: DeadLetterFilter) -> int | None:
     """How many dead letters match ``flt``, from counters and index sizes alone; ``None``
     when that needs entries to be read (substring searches, a time range with several exact
     filters or a name prefix, too many distinct combinations)."""
@@ -144,7 +146,7 @@ async def exact_count(client: Redis, keys: QueueKeys, flt: DeadLetterFilter) -> 
 
 
 async def grouped_counts(
-    client: Redis, keys: QueueKeys, flt: DeadLetterFilter
+    client: Client, keys: QueueKeys, flt: DeadLetterFilter
 ) -> dict[str, dict[str, int]] | None:
     """For each indexed field (by code), the number of matches of ``flt`` per value, from the
     count hash; ``None`` when it has too many combinations. Not for time ranges."""
@@ -160,7 +162,7 @@ async def grouped_counts(
     return {code: dict(counter) for code, counter in groups.items()}
 
 
-async def index_ends(client: Redis, index_keys: list[str]) -> tuple[int | None, int | None]:
+async def index_ends(client: Client, index_keys: list[str]) -> tuple[int | None, int | None]:
     """The first and last arrival times (ms) over indexes of the store (scores are ms * 1000
     plus a sequence number)."""
     async with client.pipeline(transaction=False) as pipe:
@@ -174,7 +176,7 @@ async def index_ends(client: Redis, index_keys: list[str]) -> tuple[int | None, 
 
 
 async def newest_first(
-    client: Redis, keys: QueueKeys, status_names: tuple[str, ...], start: int, end: int
+    client: Client, keys: QueueKeys, status_names: tuple[str, ...], start: int, end: int
 ) -> list[str]:
     """Ids ``start`` to ``end`` (inclusive, -1 for the last) of the dead letters of these
     statuses, newest first: one index read when a single status holds them, else a merge."""

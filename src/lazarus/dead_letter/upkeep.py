@@ -10,7 +10,7 @@ from .._keys import QueueKeys
 from . import health, retention
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from .._connection import Client
 
 
 class DeadLetterUpkeepMixin:
@@ -18,7 +18,7 @@ class DeadLetterUpkeepMixin:
 
     keys: QueueKeys
     max_events: int
-    _client: Redis
+    _client: Client
 
     @reports_unavailable
     async def set_retention_policy(self, policy: retention.RetentionPolicy) -> None:

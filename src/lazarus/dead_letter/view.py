@@ -21,8 +21,7 @@ from .search import DeadLetterPage, Order, Position
 from .stats import DeadLetterStats
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from ..queue import Queue
 
 _TOP = "\U0010ffff" * 201  # sorts after every job id
@@ -38,7 +37,7 @@ class DeadLetterView:
         page = await view.search(DeadLetterFilter(error_type="TimeoutError"))
     """
 
-    def __init__(self, connection: str | Redis | None = None, *, prefix: str = "lazarus") -> None:
+    def __init__(self, connection: str | Client | None = None, *, prefix: str = "lazarus") -> None:
         self.prefix = validate_name(prefix, "prefix")
         self._owns_client = connection is None or isinstance(connection, str)
         self._client = connect(connection)

@@ -11,7 +11,7 @@ from pydantic import AfterValidator
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._keys import MAX_NAME_LENGTH, validate_job_id, validate_name
+from .._keys import MAX_NAME_LENGTH, validate_job_id, validate_queue_name
 from ..errors import RedisUnavailableError
 from ..operators import Operators
 from .auth import Principal, Role
@@ -85,14 +85,17 @@ def require_token(caller: Caller) -> None:
 
 
 def _name(field: str) -> AfterValidator:
-    return AfterValidator(lambda value: validate_name(value, field))
+    return AfterValidator(lambda value: validate_queue_name(value, field))
 
 
 def _job_id(field: str) -> AfterValidator:
     return AfterValidator(lambda value: validate_job_id(value, field))
 
 
-_NAME_RULES = "1 to 200 characters, no braces, whitespace or control characters"
+_NAME_RULES = (
+    "1 to 200 characters, no whitespace or control characters; braces only as a leading hash "
+    "tag ({payments}-dlq)"
+)
 
 QueueName = Annotated[
     str,
@@ -120,14 +123,14 @@ OptionalDlqName = Annotated[
         max_length=MAX_NAME_LENGTH,
         description=f"Look in this dead letter queue only ({_NAME_RULES}); default: every one.",
     ),
-    AfterValidator(lambda value: None if value is None else validate_name(value, "dlq")),
+    AfterValidator(lambda value: None if value is None else validate_queue_name(value, "dlq")),
 ]
 
 
 def checked_name(value: str, field: str) -> str:
     """``value`` if it is a valid queue name, else an :class:`ApiError` 422 naming ``field``."""
     try:
-        return validate_name(value, field)
+        return validate_queue_name(value, field)
     except (TypeError, ValueError) as exc:
         raise ApiError(422, "invalid_parameter", str(exc), field=field) from None
 

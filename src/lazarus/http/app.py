@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
-from redis.asyncio import Redis
 
 from .. import __version__
+from .._connection import Client
 from ..operators import Operators
 from .auth import Credentials, Throttle
 from .guard import DEFAULT_MAX_BODY, LOOPBACK_HOSTS, Guard, GuardSettings
@@ -32,7 +32,7 @@ def _credentials(token: str | None, tokens: Credentials | str | None) -> Credent
 
 def create_app(
     *,
-    connection: str | Redis | None = None,
+    connection: str | Client | None = None,
     prefix: str = "lazarus",
     token: str | None = None,
     tokens: Credentials | str | None = None,

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from .._keys import validate_name
+from .._keys import validate_queue_name
 from ..operators import Operators
 from . import dead_letter_routes, errors, routes
 from .backend import DEFAULT_DEAD_LETTER_QUEUE, Backend
@@ -35,7 +35,7 @@ def mount(
 
     Returns the context that runs the server's upkeep: enter it in the app's lifespan.
     """
-    validate_name(dead_letter_queue, "dead_letter_queue")
+    validate_queue_name(dead_letter_queue, "dead_letter_queue")
     backend = Backend(ops.client, ops.prefix, dead_letter_queue=dead_letter_queue,
                       test_hooks=test_hooks)  # fmt: skip
     sub = FastAPI(title="lazarus OJS", openapi_url=None, docs_url=None, redoc_url=None)

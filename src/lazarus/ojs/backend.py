@@ -12,8 +12,7 @@ import json
 import uuid
 from typing import Any
 
-from redis.asyncio import Redis
-
+from .._connection import Client
 from .._keys import QueueKeys
 from ..job import Job, JobState
 from ..queue import DEFAULT_MAX_EVENTS, Queue
@@ -63,7 +62,7 @@ class Backend:
 
     def __init__(
         self,
-        client: Redis,
+        client: Client,
         prefix: str,
         *,
         dead_letter_queue: str = DEFAULT_DEAD_LETTER_QUEUE,

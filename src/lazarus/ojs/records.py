@@ -17,8 +17,7 @@ import json
 import time
 from typing import Any
 
-from redis.asyncio import Redis
-
+from .._connection import Client
 from .._keys import QueueKeys
 
 MAX_EVENTS = 10_000
@@ -32,7 +31,7 @@ def now_ms() -> int:
 class Records:
     """Reads and writes OJS records under one prefix."""
 
-    def __init__(self, client: Redis, prefix: str) -> None:
+    def __init__(self, client: Client, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
         self.index = f"{prefix}:ojs:index"
@@ -57,10 +56,10 @@ class Records:
         """Index a new job and write its record; ``False`` if the id is taken."""
         if not await self.client.hsetnx(self.index, job_id, queue):
             return False
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(self.key(queue, job_id), mapping=_encode(fields))
-            pipe.sadd(self.queues, queue)
-            await pipe.execute()
+        # Two keys in two slots on a cluster, so no transaction: the queue is listed first
+        # (listing it twice is harmless; a record of an unlisted queue would not be swept).
+        await self.client.sadd(self.queues, queue)
+        await self.client.hset(self.key(queue, job_id), mapping=_encode(fields))
         return True
 
     async def adopt(self, queue: str, job_id: str) -> None:

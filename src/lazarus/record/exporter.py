@@ -17,8 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from redis.asyncio import Redis
-
+from .._connection import Client
 from .database import Database, Statement
 from .outbox import Outbox, OutboxEntry
 from .rows import statements
@@ -36,7 +35,7 @@ class RecordExporter:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: Client,
         db: Database,
         *,
         prefix: str = "lazarus",

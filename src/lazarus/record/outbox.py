@@ -15,9 +15,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from .._connection import Client
 from .._keys import QueueKeys
 
 SNAPSHOT = "h:"
@@ -75,7 +75,7 @@ class Outbox:
     """
 
     def __init__(
-        self, redis: Redis, prefix: str, *, group: str, consumer: str, claim_idle_ms: int = 30_000
+        self, redis: Client, prefix: str, *, group: str, consumer: str, claim_idle_ms: int = 30_000
     ) -> None:
         self.redis = redis
         self.prefix = prefix

@@ -12,10 +12,8 @@ import contextlib
 import datetime
 from typing import Any
 
-from redis.asyncio import Redis
-
 from .. import _scripts
-from .._connection import connect, now_ms
+from .._connection import CLIENT_TYPES, Client, connect, now_ms
 from .._keys import QueueKeys, validate_job_id
 from ..errors import ErrorCode, JobNotFoundError, JobStateError
 from ..queue import Queue
@@ -43,11 +41,11 @@ class Record:
     """
 
     def __init__(
-        self, url: str, *, connection: str | Redis | None = None, prefix: str = "lazarus"
+        self, url: str, *, connection: str | Client | None = None, prefix: str = "lazarus"
     ) -> None:
         self.db: Database = open_database(url)
         self.redis = connect(connection)
-        self._owns_redis = not isinstance(connection, Redis)
+        self._owns_redis = not isinstance(connection, CLIENT_TYPES)
         self.prefix = prefix
         self._checked = False
 

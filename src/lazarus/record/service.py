@@ -10,8 +10,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from redis.asyncio import Redis
-
+from .._connection import Client
 from .database import Database
 from .exporter import RecordExporter
 from .schema import check
@@ -23,7 +22,7 @@ log = logging.getLogger("lazarus.record")
 
 
 async def drain(
-    redis: Redis,
+    redis: Client,
     stop: asyncio.Event,
     *,
     db: Database | None = None,

@@ -17,8 +17,7 @@ from .._connection import now_ms
 from .rules import Candidate
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
     from .._keys import QueueKeys
 
 _FIELDS = ("dlq:sourceQueue", "name", "dlq:errorType", "dlq:reason", "dlq:failedReason",
@@ -26,7 +25,7 @@ _FIELDS = ("dlq:sourceQueue", "name", "dlq:errorType", "dlq:reason", "dlq:failed
 
 
 async def page(
-    client: Redis, keys: QueueKeys, after: float, limit: int
+    client: Client, keys: QueueKeys, after: float, limit: int
 ) -> tuple[list[Candidate], float | None]:
     """Up to ``limit`` pending dead letters that arrived after score ``after`` (oldest
     first), and the score to go on from (``None`` at the end of the index)."""
@@ -48,7 +47,7 @@ async def page(
 
 
 async def claim(
-    client: Redis, keys: QueueKeys, holder: str, ids: list[str], claim_ms: int
+    client: Client, keys: QueueKeys, holder: str, ids: list[str], claim_ms: int
 ) -> list[Candidate]:
     """Claim the pending ones of ``ids`` that no other redriver holds, fresh from Redis."""
     if not ids:
@@ -60,7 +59,7 @@ async def claim(
     return [_candidate(i, r) for i, r in zip(ids, replies) if r != 0]
 
 
-async def release(client: Redis, keys: QueueKeys, holder: str, ids: list[str]) -> int:
+async def release(client: Client, keys: QueueKeys, holder: str, ids: list[str]) -> int:
     """Release ``holder``'s claims on ``ids``."""
     if not ids:
         return 0

@@ -22,8 +22,7 @@ from .._keys import QueueKeys
 from .rules import RedriveRule
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
+    from .._connection import Client
 MAX_TRACKED = 1_000  # replays a redriver follows at once; the oldest are dropped beyond
 GATE_TIMEOUT = 2.0  # seconds a health URL may take to answer
 
@@ -104,7 +103,7 @@ class Tracker:
         while len(self.pending) > MAX_TRACKED:
             self.pending.popitem(last=False)
 
-    async def settle(self, client: Redis, dlq: QueueKeys) -> list[tuple[Replay, bool]]:
+    async def settle(self, client: Client, dlq: QueueKeys) -> list[tuple[Replay, bool]]:
         """The tracked replays whose outcome is known now (forgotten here, counted in Redis)."""
         replays = list(self.pending.values())
         if not replays:

@@ -20,9 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
-from redis.asyncio import Redis
-
-from .._connection import now_ms
+from .._connection import Client, now_ms
 from .._supervision import Incident, describe, is_configuration_error, pause
 from ..dead_letter import leadership
 from ..errors import JobNotFoundError, JobStateError, NotADeadLetterError
@@ -67,7 +65,7 @@ class Redriver:
         dlq_name: str,
         rules: Sequence[RedriveRule] | RulesFile = (),
         *,
-        connection: str | Redis | None = None,
+        connection: str | Client | None = None,
         prefix: str = "lazarus",
         poll_interval: float = 30.0,
         batch_size: int = 100,

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
-from redis.asyncio import Redis
 
+from .._connection import Client
 from ..record.database import from_ms
 from ..record.outbox import Outbox, OutboxEntry
 from .endpoint import WebhookEndpoint, body, message_id, signed_headers
@@ -85,7 +85,7 @@ class WebhookDeliverer:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: Client,
         endpoints: Sequence[WebhookEndpoint],
         *,
         prefix: str = "lazarus",

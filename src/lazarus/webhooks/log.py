@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis.asyncio import Redis
-
+from .._connection import Client
 from .._keys import QueueKeys
 
 LOG_LENGTH = 10_000
 
 
 async def log_attempt(
-    redis: Redis, prefix: str, queue: str, *, endpoint: str, event: str, dead_letter_id: str,
+    redis: Client, prefix: str, queue: str, *, endpoint: str, event: str, dead_letter_id: str,
     message: str, attempt: int, outcome: str, http_status: int | None, error: str,
 ) -> None:  # fmt: skip
     """Append one attempt: ``outcome`` is ``delivered``, ``failed`` (to be retried) or
@@ -28,7 +27,7 @@ async def log_attempt(
 
 
 async def deliveries(
-    redis: Redis, prefix: str, queues: list[str], *, limit: int = 50,
+    redis: Client, prefix: str, queues: list[str], *, limit: int = 50,
     dead_letter_id: str | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The newest ``limit`` attempts over ``queues``, newest first."""

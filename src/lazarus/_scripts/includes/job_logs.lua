@@ -3,11 +3,13 @@
 -- its logs (drop_job); dead-lettering moves them with the job (move_logs), and replay gives the
 -- new job a copy, since the dead letter stays in the store (copy_logs).
 
--- logs_key(job_key): the logs of the job whose hash is `job_key`. Names hold no braces, so
--- the first '}:' ends the '<prefix>:{<queue>}:' part; 'job:' follows it.
+-- logs_key(job_key): the logs of the job whose hash is `job_key`. A prefix holds no braces
+-- and a queue name none but its hash tag's, and nothing after the tag holds a ':' (a tagged
+-- name such as '{payments}-dlq' has none after its '}'), so the first ':' after the first '}'
+-- ends the '<prefix>:{<queue>}:' part; 'job:' follows it.
 local function logs_key(job_key)
-  local cut = string.find(job_key, '}:', 1, true)
-  return string.sub(job_key, 1, cut + 1) .. 'logs:' .. string.sub(job_key, cut + 6)
+  local cut = string.find(job_key, ':', string.find(job_key, '}', 1, true), true)
+  return string.sub(job_key, 1, cut) .. 'logs:' .. string.sub(job_key, cut + 5)
 end
 
 -- drop_job(job_key): delete a job's hash and its logs.

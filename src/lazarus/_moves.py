@@ -1,0 +1,209 @@
+"""Moves of a job to a queue in another Redis Cluster slot (to a dead letter queue, or back
+on replay): the crash-safe two-step.
+
+One script cannot write keys of two slots, so dead-lettering across slots takes three
+calls (docs/redis-cluster.md); a replay likewise (``replay_out`` in the dead letter queue's
+slot marks the dead letter processing and records its new job, ``replay_in`` adds the job):
+
+1. In the source queue's slot, the script that releases the job (``dead_letter_out``, or
+   ``sweep_stalled`` for a job stalled too often) deletes it and records the move in the
+   queue's ``moves`` hash, under the dead letter's id, in the same step. The source's
+   ``failed`` and ``deadLettered`` events are emitted there, so once.
+2. In the dead letter queue's slot, ``dead_letter_in`` adds the dead letter under that id,
+   unless it added that move before (it remembers the moves it took in).
+3. The ``moves`` entry is deleted.
+
+A crash after step 1 leaves the entry: :func:`sweep` (run with every stall sweep of a
+worker on the source queue, at start-up and then periodically) does steps 2 and 3 for it.
+Step 2 twice adds nothing twice, so a sweep racing the worker that is finishing the same
+move is harmless: the job is in exactly one place, never none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+
+from . import _scripts
+from ._connection import Client, now_ms
+from ._keys import QueueKeys
+
+log = logging.getLogger("lazarus.moves")
+
+SWEEP_BATCH = 100
+SWEEP_MIN_AGE_MS = 2_000
+"""A move this young is left to the worker that is finishing it (it would be harmless to
+finish it twice, only wasted work)."""
+
+
+def crosses(client: Client, source: QueueKeys, target: QueueKeys) -> bool:
+    """Whether a job moving from ``source`` to ``target`` changes Redis Cluster slot."""
+    if not isinstance(client, RedisCluster):
+        return False
+    return bool(client.keyslot(source.wait) != client.keyslot(target.wait))
+
+
+async def dead_letter(
+    client: Client,
+    source: QueueKeys,
+    target: QueueKeys,
+    keys: Sequence[str],
+    memo: str,
+    args: Sequence[Any],
+    max_events: int,
+) -> Any:
+    """Dead-letter a job into ``target``, in another slot: step 1 (``dead_letter_out``, whose
+    keys are the job's ``keys`` then the memo, its arguments those of ``dead_letter_job``),
+    then steps 2 and 3. Returns step 1's reply. A failure after step 1 is logged, not
+    raised: the job has left its queue, and the next sweep finishes the move."""
+    reply = await _scripts.load("dead_letter_out")(client, [*keys, source.moves, memo], args)
+    if int(reply[0]) == 0:
+        move_id = str(args[10])
+        try:
+            await finish(client, source, move_id, max_events)
+        except Exception as exc:
+            log.warning(
+                "queue %s: dead letter %s of %s is on its way; a sweep will finish the move (%s)",
+                source.queue, move_id, target.queue, exc,
+            )  # fmt: skip
+    return reply
+
+
+async def finish(client: Client, source: QueueKeys, move_id: str, max_events: int) -> bool:
+    """Steps 2 and 3 of the move ``move_id`` out of ``source``; False when it is finished
+    already (no entry)."""
+    raw: Any = await client.hget(source.moves, move_id)
+    if raw is None:
+        return False
+    await arrive(client, source.prefix, str(raw), max_events)
+    await client.hdel(source.moves, move_id)
+    return True
+
+
+async def arrive(client: Client, prefix: str, raw: str, max_events: int) -> tuple[str, bool]:
+    """Step 2: add the move ``raw`` (JSON) to its target; returns the dead letter's id and
+    whether this call added it (a replay: the state its new job entered, and True)."""
+    move = json.loads(raw)
+    target = QueueKeys(prefix, move["target"])
+    if move.get("kind") == "replay":
+        state = await _scripts.load("replay_in")(
+            client, [*target.group, target.job(move["id"]), target.moves_in],
+            [raw, now_ms(), max_events],
+        )  # fmt: skip
+        return str(state), True
+    keys = [target.dl, target.marker, target.events, target.meta, target.job(move["dl"]),
+            target.moves_in]  # fmt: skip
+    holder, added = await _scripts.load("dead_letter_in")(client, keys, [raw, now_ms(), max_events])
+    return str(holder), bool(int(added))
+
+
+async def sweep(
+    client: Client, source: QueueKeys, max_events: int, min_age_ms: int = SWEEP_MIN_AGE_MS
+) -> int:
+    """Finish the moves out of ``source`` that a crash (or an unreachable target) left
+    half-done and are at least ``min_age_ms`` old; returns how many it finished."""
+    cutoff, finished, cursor = now_ms() - min_age_ms, 0, 0
+    while True:
+        reply: Any = await client.hscan(source.moves, cursor, count=SWEEP_BATCH)
+        cursor, entries = reply
+        for move_id, raw in entries.items():
+            if int(json.loads(raw).get("at", 0)) <= cutoff:
+                finished += await finish(client, source, str(move_id), max_events)
+        if not cursor:
+            break
+    if finished:
+        log.warning("queue %s: finished %d interrupted move(s)", source.queue, finished)
+    return finished
+
+
+async def replay(
+    client: Client,
+    source: QueueKeys,
+    target: QueueKeys,
+    keys: Sequence[str],
+    args: Sequence[Any],
+    max_events: int,
+) -> list[Any]:
+    """Replay dead letters of ``source`` into ``target``, in another slot: ``replay_out`` (its
+    dead letter ``keys`` and the arguments of ``replay_dead_letters``), then each new job's
+    steps 2 and 3. A new job that could not be added yet is reported by the state it will
+    enter; the next sweep of ``source`` adds it."""
+    results = await _scripts.load("replay_out")(
+        client, [source.dl, source.events, source.meta, source.moves, *keys], args
+    )
+    states: list[Any] = []
+    for index, result in enumerate(results):
+        if result != "moving":
+            states.append(result)
+            continue
+        new_id = str(args[8 + index * 6])
+        try:
+            raw: Any = await client.hget(source.moves, "replay:" + new_id)
+            state = await arrive(client, source.prefix, str(raw), max_events)
+            await client.hdel(source.moves, "replay:" + new_id)
+            states.append(state[0])
+        except Exception as exc:
+            log.warning(
+                "dead letter queue %s: the replay %s into %s is on its way; a sweep will "
+                "finish it (%s)", source.queue, new_id, target.queue, exc,
+            )  # fmt: skip
+            states.append("waiting")
+    return states
+
+
+_NOTES = {
+    "removed": ("pending", "the replayed job was removed before it finished"),
+    "completed": ("resolved", "the replayed job completed"),
+    "failed": ("pending", "the replayed job failed without a dead letter queue"),
+}
+
+
+async def settle(
+    client: Client, dlq: QueueKeys, items: Sequence[tuple[str, str, QueueKeys]], max_events: int
+) -> int:
+    """Settle the ``(dead letter id, replayed job id, its queue's keys)`` items whose job,
+    in another slot, will never report back (``settle_moved``); returns how many moved.
+
+    A job completed or failed has arrived, whatever its move's entry says (the worker may
+    finish it before the replayer deletes the entry). A missing job counts as removed only
+    if its move had arrived already: the entry is read before the job (step 3 follows step
+    2), so an entry gone then means a job missing afterwards was removed, not not yet added."""
+    async with client.pipeline(transaction=False) as pipe:
+        for _dl_id, job_id, _target in items:
+            pipe.hexists(dlq.moves, "replay:" + job_id)
+        moving = await pipe.execute()
+    async with client.pipeline(transaction=False) as pipe:
+        for _dl_id, job_id, target in items:
+            pipe.hget(target.job(job_id), "replayOf")
+            pipe.zscore(target.completed, job_id)
+            pipe.zscore(target.failed, job_id)
+        found = await pipe.execute()
+    keys: list[str] = [dlq.dl, dlq.events]
+    args: list[Any] = [now_ms(), max_events]
+    for index, (dl_id, job_id, _target) in enumerate(items):
+        replay_of, completed, failed = found[index * 3 : index * 3 + 3]
+        fate = ("completed" if completed is not None else "failed" if failed is not None
+                else "removed" if replay_of != dl_id and not moving[index] else None)  # fmt: skip
+        if fate is not None:
+            keys.append(dlq.job(dl_id))
+            args += [dl_id, job_id, *_NOTES[fate]]
+    if len(keys) == 2:
+        return 0
+    return int(await _scripts.load("settle_moved")(client, keys, args))
+
+
+async def resolve(
+    client: Client, dlq: QueueKeys, dl_id: str, queue: QueueKeys, job_id: str, max_events: int
+) -> None:
+    """The replayed job ``job_id`` of ``queue`` completed: resolve its dead letter, in another
+    slot. A failure is logged, not raised: the job is done, and the dead letter is settled by
+    a later sweep (a worker's stall sweep settles a sample of processing dead letters)."""
+    try:
+        await settle(client, dlq, [(dl_id, job_id, queue)], max_events)
+    except Exception as exc:
+        log.warning("dead letter %s of %s: resolving it is left to a sweep (%s)", dl_id,
+                    dlq.queue, exc)  # fmt: skip

@@ -1,0 +1,56 @@
+--[[
+  replay_in: moving -> waiting | prioritized | delayed, the second step of a replay into a
+  queue in another Redis Cluster slot (docs/redis-cluster.md): the new job recorded by
+  replay_out enters its queue with a copy of the dead letter's logs, as replay_dead_letters
+  would have added it on one slot. Idempotent: the move is remembered in the queue's own slot
+  (KEYS[12], for a week), and a move seen before changes nothing.
+
+  KEYS[1]  wait
+  KEYS[2]  prioritized
+  KEYS[3]  pc
+  KEYS[4]  delayed
+  KEYS[5]  active
+  KEYS[6]  leases
+  KEYS[7]  marker
+  KEYS[8]  meta
+  KEYS[9]  events
+  KEYS[10] job_prefix
+  KEYS[11] job              the new job's hash
+  KEYS[12] arrived          ZSET of the moves added, score = when (ms)
+
+  ARGV[1]  move             the move, as JSON (replay_out)
+  ARGV[2]  now
+  ARGV[3]  maxlen
+
+  Returns: the state the new job entered (its state now, when an earlier call added it).
+  Events:  waiting | delayed (jobId)
+]]
+-- @include events
+-- @include queue_keys
+-- @include enqueue
+
+local KEEP_MS = 7 * 24 * 3600 * 1000
+local q = queue_keys(1)
+local mv = cjson.decode(ARGV[1])
+local now = tonumber(ARGV[2])
+local f = mv['fields']
+local id = mv['id']
+if redis.call('ZSCORE', KEYS[12], mv['move']) then
+  if redis.call('ZSCORE', q.delayed, id) then return 'delayed' end
+  if redis.call('ZSCORE', q.prioritized, id) then return 'prioritized' end
+  return 'waiting'
+end
+redis.call('ZADD', KEYS[12], now, mv['move'])
+redis.call('ZREMRANGEBYSCORE', KEYS[12], '-inf', now - KEEP_MS)
+local priority, delay = tonumber(f['priority']) or 0, tonumber(f['delay']) or 0
+redis.call('HSET', KEYS[11], 'name', f['name'], 'data', f['data'], 'opts', f['opts'],
+  'timestamp', now, 'delay', delay, 'priority', priority, 'atm', f['atm'], 'attemptsMade', 0,
+  'rc', f['rc'], 'replayOf', f['replayOf'], 'replayDlq', f['replayDlq'])
+local lines = mv['logs']
+if #lines > 0 then
+  local logs = string.sub(q.job_prefix, 1, -5) .. 'logs:' .. id
+  for i = 1, #lines, 1000 do
+    redis.call('RPUSH', logs, unpack(lines, i, math.min(i + 999, #lines)))
+  end
+end
+return enqueue(q, id, priority, delay, now, ARGV[3])

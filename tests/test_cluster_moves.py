@@ -1,0 +1,217 @@
+"""Dead-lettering into a dead letter queue in another Redis Cluster slot: the two-step move
+(src/lazarus/_moves.py), on a real local cluster. Exactly one dead letter, never none; the
+source's events once; a move a crash interrupted is finished by the sweep, once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis.asyncio.cluster import RedisCluster
+
+from lazarus import Job, Queue, UnrecoverableError, Worker, _moves, _scripts
+from lazarus._connection import connect, now_ms
+
+from .cluster import LocalCluster
+from .conftest import wait_until
+
+
+@pytest.fixture
+async def client(redis_cluster: LocalCluster) -> AsyncIterator[RedisCluster]:
+    value = connect(redis_cluster.url)
+    assert isinstance(value, RedisCluster)
+    await value.initialize()
+    yield value
+    await value.aclose()
+
+
+@pytest.fixture
+def cprefix() -> str:
+    return f"m{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def pair(client: RedisCluster, cprefix: str) -> AsyncIterator[tuple[Queue, Queue]]:
+    """'jobs' and 'jobs-dlq': two slots, on two different masters."""
+    queue = Queue("jobs", connection=client, prefix=cprefix)
+    dlq = Queue("jobs-dlq", connection=client, prefix=cprefix)
+    slots = [client.keyslot(q.keys.wait) for q in (queue, dlq)]
+    nodes = {client.nodes_manager.get_node_from_slot(s).name for s in slots}
+    assert len(set(slots)) == 2 and len(nodes) == 2
+    yield queue, dlq
+    await queue.close()
+    await dlq.close()
+
+
+async def reject(job: Job) -> None:
+    await job.log("giving up")
+    raise UnrecoverableError("bad payload")
+
+
+async def _events(queue: Queue, kind: str) -> list[dict[str, str]]:
+    entries: Any = await queue.client.xrange(queue.keys.events)
+    return [fields for _id, fields in entries if fields.get("event") == kind]
+
+
+async def test_a_job_dead_letters_into_a_queue_in_another_slot_once(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue]
+) -> None:
+    # Given twenty jobs on 'jobs' and a worker whose dead letter queue lives elsewhere
+    queue, dlq = pair
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(20)])
+    local: list[str] = []
+    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2, concurrency=4)  # fmt: skip
+    worker.on("deadLettered", lambda _job, dl_id: local.append(dl_id))
+
+    # When every job fails for good
+    async def all_arrived() -> bool:
+        return await dlq.get_dead_letter_count() == 20
+
+    await wait_until(all_arrived, 20, "twenty dead letters")
+    await worker.close()
+
+    # Then each is one dead letter, with its payload and logs, under the id the worker named
+    letters = await dlq.get_dead_letter_jobs()
+    assert sorted(d.dead_letter.original_job_id for d in letters if d.dead_letter) == sorted(
+        j.id for j in jobs
+    )
+    assert sorted(d.id for d in letters) == sorted(local)
+    assert (await dlq.get_job_logs(letters[0].id)).logs == ["giving up"]
+    # And the source emitted failed and deadLettered once per job, the target waiting once
+    assert len(await _events(queue, "deadLettered")) == 20
+    assert len(await _events(queue, "failed")) == 20
+    assert len(await _events(dlq, "waiting")) == 20
+    # And no move is left half-done, nor any job behind
+    assert await client.hlen(queue.keys.moves) == 0
+    assert await queue.get_job_counts() == {k: 0 for k in await queue.get_job_counts()}
+
+
+async def test_a_move_interrupted_after_its_first_step_is_finished_by_the_sweep_once(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue], monkeypatch: Any
+) -> None:
+    # Given a worker that dies between the two steps of every move (its process would be
+    # gone: the second step never runs)
+    queue, dlq = pair
+    job = await queue.add("n", {"v": 1})
+
+    async def crash(*_args: Any) -> bool:
+        raise ConnectionError("the process died here")
+
+    monkeypatch.setattr(_moves, "finish", crash)
+    moved: list[str] = []
+    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+    worker.on("deadLettered", lambda _job, dl_id: moved.append(dl_id))
+
+    async def left_its_queue() -> bool:
+        return bool(moved)
+
+    await wait_until(left_its_queue, 20, "the first step")
+    await worker.close()
+    monkeypatch.undo()
+    # Then the job is in the moves hash only
+    assert await client.hlen(queue.keys.moves) == 1
+    assert await dlq.get_dead_letter_count() == 0
+    assert await queue.get_job_state(job.id) == "unknown"
+
+    # When sweeps run (two of them, one beside a late second step of the same move)
+    raw = await client.hget(queue.keys.moves, moved[0])
+    assert raw is not None
+    finished = await asyncio.gather(
+        _moves.sweep(client, queue.keys, max_events=1000, min_age_ms=0),
+        _moves.arrive(client, cprefix, raw, 1000),
+    )
+
+    # Then the job is one dead letter, under the id the worker named
+    assert await dlq.get_dead_letter_count() == 1
+    (letter,) = await dlq.get_dead_letter_jobs()
+    assert letter.id == moved[0] and letter.data["v"] == 1
+    assert finished[0] in (0, 1) and await client.hlen(queue.keys.moves) == 0
+    # And a step two sent again, even after the dead letter is gone, adds nothing
+    await dlq.purge_dead_letters()
+    holder, added = await _moves.arrive(client, cprefix, raw, 1000)
+    assert (holder, added) == (moved[0], False)
+    assert await dlq.get_dead_letter_count() == 0
+
+
+async def test_a_job_stalled_too_often_moves_to_a_dead_letter_queue_in_another_slot(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue]
+) -> None:
+    # Given a job claimed by a worker that vanished (its lease of 50 ms lapses)
+    queue, dlq = pair
+    job = await queue.add("n", {"v": 2})
+    claim_keys = [*queue.keys.group, queue.keys.reply("gone", "claim")]
+    claimed = await _scripts.load("claim_jobs")(
+        client, claim_keys, [now_ms(), "gone", 50, 1, 1000, uuid.uuid4().hex]
+    )
+    assert len(claimed) == 2
+
+    # When a worker with no stall allowed sweeps the queue
+    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2, max_stalled_count=0,
+                    stalled_interval=100)  # fmt: skip
+
+    async def arrived() -> bool:
+        return await dlq.get_dead_letter_count() == 1
+
+    await wait_until(arrived, 20, "the stalled job's dead letter")
+    await worker.close()
+
+    # Then it is one dead letter of reason 'stalled', and nothing is left in between
+    (letter,) = await dlq.get_dead_letter_jobs()
+    assert letter.dead_letter is not None
+    assert (letter.dead_letter.original_job_id, letter.dead_letter.reason) == (job.id, "stalled")
+    assert await client.hlen(queue.keys.moves) == 0
+
+
+async def test_a_replay_that_completes_before_its_move_is_cleared_resolves_its_dead_letter(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue]
+) -> None:
+    # Given a dead letter of 'jobs' in 'jobs-dlq', in another slot
+    queue, dlq = pair
+    await queue.add("n", {"v": 3})
+    dead: list[str] = []
+    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+    worker.on("deadLettered", lambda _job, dl_id: dead.append(dl_id))
+
+    async def dead_lettered() -> bool:
+        return bool(dead)
+
+    await wait_until(dead_lettered, 20, "the dead letter")
+    await worker.close()
+    # And its replay's first two steps done, but not the third (the replayer is slow)
+    new_id = uuid.uuid4().hex
+    (moving,) = await _scripts.load("replay_out")(
+        client,
+        [dlq.keys.dl, dlq.keys.events, dlq.keys.meta, dlq.keys.moves, dlq.keys.job(dead[0])],
+        [now_ms(), 1000, "jobs", "jobs-dlq", "operator:test", "", "", dead[0], new_id, "", "",
+         "", ""],
+    )  # fmt: skip
+    assert moving == "moving"
+    raw = await client.hget(dlq.keys.moves, "replay:" + new_id)
+    await _moves.arrive(client, cprefix, raw, 1000)
+
+    # When a worker completes the replayed job
+    async def succeed(job: Job) -> str:
+        return "fixed"
+
+    worker = Worker("jobs", succeed, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+
+    # Then its dead letter is resolved at once, the move's entry notwithstanding
+    async def resolved() -> bool:
+        letter = await dlq.peek_dead_letter(dead[0])
+        return (
+            letter is not None
+            and letter.dead_letter is not None
+            and (letter.dead_letter.status == "resolved")
+        )
+
+    await wait_until(resolved, 10, "the dead letter resolved")
+    await worker.close()
+    assert await queue.get_job_state(new_id) == "completed"
