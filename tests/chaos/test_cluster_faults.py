@@ -51,6 +51,21 @@ async def _no_move_left(scenario: Scenario, cluster: LocalCluster, name: str) ->
     return await wait_for(empty, 30)
 
 
+async def _conclude(
+    scenario: Scenario, cluster: LocalCluster, queue: Queue, name: str, specs: list[Any],
+    findings: Findings, note: str = "",
+) -> None:  # fmt: skip
+    """Then: the queue drained, no move left half-done, and the scenario's audit and row."""
+    drained = await scenario.settle(queue, timeout=60)
+    moved = await _no_move_left(scenario, cluster, name)
+    await scenario.audit(findings, cluster, name, specs, healthy=None)
+    findings.notes.append(f"drained within 60 s: {drained}; no move left half-done: {moved}"
+                          + (f"; {note}" if note else ""))  # fmt: skip
+    if not moved:
+        findings.broken.setdefault("moves left half-done", []).append(name)
+    await scenario.finish(findings)
+
+
 @pytest.mark.timeout(300)
 async def test_cluster_worker_sigkill_storm_during_cross_slot_dead_lettering(
     scenario: Scenario,
@@ -79,17 +94,11 @@ async def test_cluster_worker_sigkill_storm_during_cross_slot_dead_lettering(
 
     # Then, once the sweeps finished the interrupted moves, no job is lost, duplicated,
     # stuck or half-moved, and no move is left in between
-    drained = await scenario.settle(queue, timeout=60)
-    moved = await _no_move_left(scenario, cluster, "xs")
     findings = Findings(
         "cluster: worker SIGKILL storm, cross-slot dead letters", len(specs),
         f"{pool.killed} SIGKILLs of 3 workers, 1 per 300 ms; dead letter queue on another master",
     )  # fmt: skip
-    await scenario.audit(findings, cluster, "xs", specs, healthy=None)
-    findings.notes.append(f"drained within 60 s: {drained}; no move left half-done: {moved}")
-    if not moved:
-        findings.broken.setdefault("moves left half-done", []).append("xs")
-    await scenario.finish(findings)
+    await _conclude(scenario, cluster, queue, "xs", specs, findings)
 
 
 @pytest.mark.timeout(300)
@@ -117,18 +126,19 @@ async def test_cluster_failover_of_both_masters_while_jobs_dead_letter_across_sl
         await produce(queue, specs[500 + index * 500 : 1000 + index * 500], chunk=250)
 
     # Then no job is lost, duplicated, stuck or half-moved, and no move is left in between
-    drained = await scenario.settle(queue, timeout=60)
-    moved = await _no_move_left(scenario, cluster, "fo")
     findings = Findings(
         "cluster: CLUSTER FAILOVER of both masters", len(specs),
         "the queue's master, then the dead letter queue's, failed over while jobs flowed",
     )  # fmt: skip
-    await scenario.audit(findings, cluster, "fo", specs, healthy=None)
-    findings.notes.append(f"drained within 60 s: {drained}; no move left half-done: {moved}; "
-                          f"new masters {[n.port for n in failovers]}")  # fmt: skip
-    if not moved:
-        findings.broken.setdefault("moves left half-done", []).append("fo")
-    await scenario.finish(findings)
+    await _conclude(
+        scenario,
+        cluster,
+        queue,
+        "fo",
+        specs,
+        findings,
+        f"new masters {[n.port for n in failovers]}",
+    )
 
 
 @pytest.mark.timeout(300)
@@ -156,19 +166,14 @@ async def test_cluster_master_sigkill_while_jobs_dead_letter_across_slots(
 
     # Then nothing is stuck, undrained or left half-moved; what replication had not carried
     # over when the master died is measured (lost and duplicated), not guaranteed
-    drained = await scenario.settle(queue, timeout=60)
-    moved = await _no_move_left(scenario, cluster, "crash")
     findings = Findings(
         "cluster: SIGKILL of a master, replica promoted", len(specs),
         "the queue's master SIGKILLed while jobs flowed; its replica promoted (no WAIT)",
         exempt=("lost", "duplicated", "half_moved"),
     )  # fmt: skip
-    await scenario.audit(findings, cluster, "crash", specs, healthy=None)
-    findings.notes.append(f"drained within 60 s: {drained}; no move left half-done: {moved}; "
-                          f"new master {promoted.port}")  # fmt: skip
-    if not moved:
-        findings.broken.setdefault("moves left half-done", []).append("crash")
-    await scenario.finish(findings)
+    await _conclude(
+        scenario, cluster, queue, "crash", specs, findings, f"new master {promoted.port}"
+    )
 
 
 @pytest.mark.timeout(300)
@@ -198,16 +203,11 @@ async def test_cluster_slot_migration_while_jobs_run_and_dead_letter_across_slot
     moved_keys = await migrating
 
     # Then no job is lost, duplicated, stuck or half-moved, and no move is left in between
-    drained = await scenario.settle(queue, timeout=60)
-    moved = await _no_move_left(scenario, cluster, "mig")
     findings = Findings(
         "cluster: slot migration while jobs run", len(specs),
         f"the queue's slot resharded to a third master ({moved_keys} keys MIGRATEd) while jobs "
         "ran and were added",
     )  # fmt: skip
-    await scenario.audit(findings, cluster, "mig", specs, healthy=None)
-    findings.notes.append(f"drained within 60 s: {drained}; no move left half-done: {moved}; "
-                          f"slot now on {cluster.owner(slot).port}")  # fmt: skip
-    if not moved:
-        findings.broken.setdefault("moves left half-done", []).append("mig")
-    await scenario.finish(findings)
+    await _conclude(
+        scenario, cluster, queue, "mig", specs, findings, f"slot now on {cluster.owner(slot).port}"
+    )
