@@ -1,0 +1,5 @@
+from django.urls import path
+
+from .shop.views import signup
+
+urlpatterns = [path("signup", signup)]
