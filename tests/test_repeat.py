@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import redis.asyncio as aioredis
 
-from lazarus import Job, Queue, Worker, _scripts
+from lazarus import Job, Queue, Worker, _scripts, list_queues
 from lazarus._connection import now_ms
 from lazarus._repeat import Repeat, schedule_keys
 
@@ -169,3 +169,11 @@ async def test_a_bad_schedule_raises_naming_the_field_and_writes_nothing(
         await queue.add("n", repeat=repeat, **options)  # type: ignore[arg-type]
 
     assert await keys_of(raw, prefix) == set()
+
+
+async def test_a_queue_that_only_has_a_schedule_is_listed(
+    queue: Queue, redis_url: str, prefix: str
+) -> None:
+    await queue.add("report", None, repeat={"every": 60_000})
+
+    assert await list_queues(redis_url, prefix=prefix) == ["jobs"]

@@ -189,6 +189,9 @@ class RepeatMixin:
     async def get_job(self, job_id: str) -> Job | None:
         raise NotImplementedError
 
+    async def _register(self) -> None:
+        raise NotImplementedError
+
     @reports_unavailable
     async def _add_repeatable(
         self, name: str, data: Any, options: Mapping[str, Any], value: Any
@@ -206,6 +209,7 @@ class RepeatMixin:
         first = repeat.next_after(now)
         if repeat.end_date is not None and first > repeat.end_date:
             raise ValueError("repeat.end_date comes before the first occurrence")
+        await self._register()  # listed like a queue any job was added to
         _, _, job_id = await _scripts.load("add_repeatable")(
             self._client, schedule_keys(self.keys, key),
             [now, self.max_events, key, name, payload, opts_json, priority, attempts,

@@ -1,5 +1,5 @@
 """What the dashboard changes about a queue: pause and resume it, retry failed jobs one by
-one or all at once, clean old jobs, drain the waiting ones.
+one or all at once, clean old jobs, drain the waiting ones, remove a schedule.
 
 Each is a POST (CSRF-checked by the route class) answering with a 303 to the queue's page,
 the outcome in ``flash``. The ones that touch many jobs have a GET page first that says how
@@ -83,6 +83,25 @@ async def retry_job(request: Request, name: str, job_id: str) -> Response:
     target = f"/dashboard/queues/{segment(name)}/jobs/{segment(job_id)}"
     notice = flash_params(request, "Retried: the job waits again.")
     return RedirectResponse(f"{target}?{query(notice)}", 303)
+
+
+@router.post("/schedules/remove")
+async def remove_schedule(request: Request, name: str) -> Response:
+    """Remove one schedule (the form's ``key``) and its pending occurrence; back to the
+    queue's schedules."""
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    key = (await fields(request)).get("key", "")
+    try:
+        removed = await queue.remove_repeatable_by_key(key)
+    except (TypeError, ValueError) as exc:
+        removed, problem = False, str(exc)
+    else:
+        problem = "there is no such schedule"
+    message = f"Removed the schedule {key}." if removed else f"Nothing was removed: {problem}."
+    notice = flash_params(request, message, error=not removed)
+    return RedirectResponse(f"/dashboard/queues/{segment(name)}/schedules?{query(notice)}", 303)
 
 
 @router.get("/retry-failed")

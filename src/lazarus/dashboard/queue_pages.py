@@ -1,6 +1,6 @@
-"""Dashboard pages of any queue: its jobs by state, a page at a time, its live workers, and a
-job's own page. (A dead letter queue's dead letters have pages of their own, in
-:mod:`~lazarus.dashboard.views`; what the pages change is in
+"""Dashboard pages of any queue: its jobs by state, a page at a time, its live workers, its
+schedules (repeatable jobs), and a job's own page. (A dead letter queue's dead letters have
+pages of their own, in :mod:`~lazarus.dashboard.views`; what the pages change is in
 :mod:`~lazarus.dashboard.queue_actions`.)
 
 Every page reads through :class:`~lazarus.Queue` and :func:`lazarus.workers.list_workers`.
@@ -60,6 +60,17 @@ async def job_page(request: Request, name: str, job_id: str) -> Response:
     return render(request, "job.html", {"name": name, "job": job, "state": state})
 
 
+@router.get("/queues/{name:path}/schedules")
+async def schedules_page(request: Request, name: str) -> Response:
+    """A queue's repeatable jobs (cron patterns and intervals), the soonest due first, each
+    with a Remove button for operators."""
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    schedules = await queue.get_repeatable_jobs()
+    return render(request, "schedules.html", {"name": name, "schedules": schedules})
+
+
 @router.get("/queues/{name:path}")
 async def queue_page(request: Request, name: str) -> Response:
     """A queue: its counts, its jobs in one state a page at a time (offset paging, newest or
@@ -71,15 +82,15 @@ async def queue_page(request: Request, name: str) -> Response:
     state = state if state in STATES else "waiting"
     page = page_number(request)
     start = (page - 1) * PAGE_SIZE
-    counts, paused, workers, jobs, dead = await asyncio.gather(
+    counts, paused, workers, jobs, dead, schedules = await asyncio.gather(
         queue.get_job_counts(), queue.is_paused(), list_workers(queue.client, queue.keys),
         getattr(queue, f"get_{state}")(start, start + PAGE_SIZE),  # one more: is there a next?
-        queue.get_dead_letter_count(),
+        queue.get_dead_letter_count(), queue.client.zcard(queue.keys.repeat_index),
     )  # fmt: skip
     context: dict[str, Any] = {
         "name": name, "state": state, "states": STATES, "counts": counts, "paused": paused,
         "workers": workers, "jobs": jobs[:PAGE_SIZE], "page": page,
-        "has_next": len(jobs) > PAGE_SIZE, "dead_letters": dead,
+        "has_next": len(jobs) > PAGE_SIZE, "dead_letters": dead, "schedules": schedules,
         "refresh": refresh_seconds(request), "refresh_choices": REFRESH_CHOICES,
     }  # fmt: skip
     return render(request, "queue.html", context)
