@@ -50,6 +50,7 @@
 -- @include enqueue
 -- @include store
 -- @include job_logs
+-- @include replay_mark
 
 local src = queue_keys(4)
 local dl = KEYS[1]
@@ -66,17 +67,7 @@ end
 
 -- replay_one(dl_key, new_key, dl_id, new_id, f, a): turn the dead letter into a new job.
 local function replay_one(dl_key, new_key, dl_id, new_id, f, a)
-  local data = ARGV[a + 5] ~= '' and ARGV[a + 5] or f[3] or 'null'
-  local details = {'job', cjson.encode(new_id), 'queue', cjson.encode(ARGV[3])}
-  if rule ~= '' then details[#details + 1] = 'rule'; details[#details + 1] = cjson.encode(rule) end
-  if ARGV[a + 5] ~= '' then
-    details[#details + 1] = 'replacedData'
-    details[#details + 1] = cjson.encode(f[3] or 'null')
-    redis.call('HSET', dl_key, 'data', data)
-  end
-  local from = store_set_status(dl, dl_id, dl_key, 'processing', now, actor, note, details)
-  redis.call('HSET', dl_key, 'dlq:replayJob', new_id, 'dlq:replayQueue', ARGV[3],
-    'dlq:lastReplayedAt', now, 'dlq:replayedBy', actor, 'dlq:replayRule', rule)
+  local data, from = replay_mark(dl, dl_key, dl_id, new_id, f, a, now, actor, note, rule)
   local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'
   local priority = tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0
   local delay = tonumber(f[6]) or 0
