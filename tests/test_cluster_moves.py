@@ -215,3 +215,56 @@ async def test_a_replay_that_completes_before_its_move_is_cleared_resolves_its_d
     await wait_until(resolved, 10, "the dead letter resolved")
     await worker.close()
     assert await queue.get_job_state(new_id) == "completed"
+
+
+async def test_a_replay_on_its_way_back_to_the_dead_letter_queue_is_not_settled_as_removed(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue], monkeypatch: Any
+) -> None:
+    # Given a dead letter of 'jobs' in 'jobs-dlq' (another slot), replayed
+    queue, dlq = pair
+    await queue.add("n", {"v": 4})
+    dead: list[str] = []
+    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+    worker.on("deadLettered", lambda _job, dl_id: dead.append(dl_id))
+
+    async def dead_lettered() -> bool:
+        return bool(dead)
+
+    await wait_until(dead_lettered, 20, "the dead letter")
+    await worker.close()
+    new_id = await dlq.replay_dead_letter(dead[0])
+    # And its replayed job failed again, between the two steps of its move back (the job
+    # has left 'jobs', and has not reached 'jobs-dlq' yet)
+
+    async def crash(*_args: Any) -> bool:
+        raise ConnectionError("the process died here")
+
+    monkeypatch.setattr(_moves, "finish", crash)
+    back: list[str] = []
+    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+    worker.on("deadLettered", lambda job, _dl_id: back.append(job.id))
+
+    async def left_its_queue() -> bool:
+        return bool(back)
+
+    await wait_until(left_its_queue, 20, "the first step of the move back")
+    await worker.close()
+    monkeypatch.undo()
+    assert back == [new_id] and await queue.get_job_state(new_id) == "unknown"
+
+    # When the dead letter queue's processing dead letters are settled meanwhile
+    settled = await dlq.settle_dead_letters()
+
+    # Then the dead letter still waits for its job, which is not taken for removed
+    assert settled == 0
+    letter = await dlq.peek_dead_letter(dead[0])
+    assert letter is not None and letter.dead_letter is not None
+    assert letter.dead_letter.status == "processing"
+    # And once the move is finished, the job is back in that one dead letter
+    assert await _moves.sweep(client, queue.keys, max_events=1000, min_age_ms=0) == 1
+    (again,) = await dlq.get_dead_letter_jobs()
+    assert again.id == dead[0] and again.dead_letter is not None
+    assert (again.dead_letter.status, again.dead_letter.replay_count) == ("pending", 1)
+    assert await client.hlen(queue.keys.moves) == 0

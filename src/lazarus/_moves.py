@@ -35,6 +35,9 @@ from ._keys import QueueKeys
 log = logging.getLogger("lazarus.moves")
 
 SWEEP_BATCH = 100
+IN_TRANSIT = "job:"
+"""Beside the move of a replayed job, the field ``job:<job id>`` of the moves hash marks the
+job in transit (includes/move_out.lua), so that its dead letter is not settled meanwhile."""
 SWEEP_MIN_AGE_MS = 2_000
 """A move this young is left to the worker that is finishing it (it would be harmless to
 finish it twice, only wasted work)."""
@@ -80,7 +83,7 @@ async def finish(client: Client, source: QueueKeys, move_id: str, max_events: in
     if raw is None:
         return False
     await arrive(client, source.prefix, str(raw), max_events)
-    await client.hdel(source.moves, move_id)
+    await client.hdel(source.moves, move_id, IN_TRANSIT + str(json.loads(raw)["id"]))
     return True
 
 
@@ -111,6 +114,8 @@ async def sweep(
         reply: Any = await client.hscan(source.moves, cursor, count=SWEEP_BATCH)
         cursor, entries = reply
         for move_id, raw in entries.items():
+            if str(move_id).startswith(IN_TRANSIT):
+                continue  # the mark of a move, finished with it
             if int(json.loads(raw).get("at", 0)) <= cutoff:
                 finished += await finish(client, source, str(move_id), max_events)
         if not cursor:
@@ -171,7 +176,9 @@ async def settle(
     A job completed or failed has arrived, whatever its move's entry says (the worker may
     finish it before the replayer deletes the entry). A missing job counts as removed only
     if its move had arrived already: the entry is read before the job (step 3 follows step
-    2), so an entry gone then means a job missing afterwards was removed, not not yet added."""
+    2), so an entry gone then means a job missing afterwards was removed, not not yet added.
+    Nor is a job on its way back to the dead letter queue (failed again, in another move): its
+    mark is read after the job, and is deleted only once the job has arrived."""
     async with client.pipeline(transaction=False) as pipe:
         for _dl_id, job_id, _target in items:
             pipe.hexists(dlq.moves, "replay:" + job_id)
@@ -181,13 +188,15 @@ async def settle(
             pipe.hget(target.job(job_id), "replayOf")
             pipe.zscore(target.completed, job_id)
             pipe.zscore(target.failed, job_id)
+            pipe.hexists(target.moves, IN_TRANSIT + job_id)
         found = await pipe.execute()
     keys: list[str] = [dlq.dl, dlq.events]
     args: list[Any] = [now_ms(), max_events]
     for index, (dl_id, job_id, _target) in enumerate(items):
-        replay_of, completed, failed = found[index * 3 : index * 3 + 3]
+        replay_of, completed, failed, in_transit = found[index * 4 : index * 4 + 4]
+        gone = replay_of != dl_id and not moving[index] and not in_transit
         fate = ("completed" if completed is not None else "failed" if failed is not None
-                else "removed" if replay_of != dl_id and not moving[index] else None)  # fmt: skip
+                else "removed" if gone else None)  # fmt: skip
         if fate is not None:
             keys.append(dlq.job(dl_id))
             args += [dl_id, job_id, *_NOTES[fate]]

@@ -5,6 +5,9 @@
 -- '<prefix>:{<queue>}:moves' (dead letter id -> the move as JSON), in the same script. The
 -- second step (dead_letter_in, in the target's slot) adds it there under that id, once; then
 -- the entry is deleted. A crash between the steps leaves the entry for a sweeper to finish.
+-- A replayed job in transit is also named in the hash ('job:<job id>' -> dead letter id,
+-- deleted with the move): its dead letter, which still waits for it, must not take it for
+-- removed meanwhile (_moves.settle).
 
 -- move_out(src, id, moves, dl_id, now, reason, source_name, dlq_name, maxlen): record the
 -- (already released) job `id` of src, with its hash and log lines, as the move `dl_id` to the
@@ -22,6 +25,7 @@ local function move_out(src, id, moves, dl_id, now, reason, source_name, dlq_nam
   redis.call('HSET', moves, dl_id, cjson.encode({kind = 'dead_letter', id = id, dl = dl_id,
     source = source_name, target = dlq_name, reason = reason, at = now, fields = fields,
     logs = lines}))
+  if fields['replayOf'] then redis.call('HSET', moves, 'job:' .. id, dl_id) end
   dedup_release(src.job_prefix, id, true)
   redis.call('DEL', key, logs_list)
   local holder = dl_id
