@@ -25,6 +25,7 @@ from lazarus import (
 )
 from lazarus._connection import now_ms
 from lazarus._keys import QueueKeys
+from lazarus.dead_letter import replay
 
 from .conftest import wait_until
 from .procs import fail_as_told
@@ -484,3 +485,61 @@ async def _completed(dlq: Queue, count: int) -> bool:
 
 async def _counted(view: DeadLetterView, count: int) -> bool:
     return await view.count() == count
+
+
+# -- bulk operations keep every index exact ----------------------------------------------------
+
+
+async def store_audit(raw: aioredis.Redis, dlq: Queue) -> dict[str, Any]:
+    """The store's index keys as they are, and as the dead letter hashes say they should be."""
+    dl = dlq.keys.dl
+    ids: set[str] = set()
+    for status in DeadLetterStatus:
+        ids |= set(await raw.zrange(dlq.keys.dl_index("s", status.value), 0, -1))
+    codes = {"q": "dlq:sourceQueue", "n": "name", "e": "dlq:errorType", "r": "dlq:reason",
+             "s": "dlq:status"}  # fmt: skip
+    expected: dict[str, set[str]] = {}
+    combos: Counter[str] = Counter()
+    origins = {}
+    for dl_id in ids:
+        fields = await raw.hgetall(dlq.keys.job(dl_id))
+        values = [fields.get(codes[c], "pending" if c == "s" else "") for c in "qners"]
+        for code, value in zip("qners", values):
+            expected.setdefault(f"{dl}i:{code}:{value}", set()).add(dl_id)
+        combos["".join(f"{c}{len(v.encode())}:{v}" for c, v in zip("qners", values))] += 1
+        origins[fields["dlq:originalJobId"]] = dl_id
+    actual = {}
+    async for key in raw.scan_iter(match=f"{dl}i:*", count=1000):
+        actual[key] = set(await raw.zrange(key, 0, -1))
+    return {
+        "indexes": (actual, expected),
+        "counts": ({k: int(v) for k, v in (await raw.hgetall(f"{dl}c")).items()}, dict(combos)),
+        "names": (set(await raw.zrange(f"{dl}v:n", 0, -1)),
+                  {k[len(f"{dl}i:n:"):] for k in expected if k.startswith(f"{dl}i:n:")}),
+        "statuses": (set(await raw.zrange(f"{dl}v:s", 0, -1)),
+                     {k[len(f"{dl}i:s:"):] for k in expected if k.startswith(f"{dl}i:s:")}),
+        "origins": (await raw.hgetall(f"{dl}o"), origins),
+    }  # fmt: skip
+
+
+async def test_bulk_purge_and_replay_leave_every_index_count_and_lookup_exact(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    # Given 400 dead letters of every kind
+    await seed(raw, dlq, 400, rng=random.Random(11))
+
+    # When one filter's matches are purged and another's replayed, in small batches, and
+    # a batch names one dead letter twice
+    purged = await dlq.purge_dead_letters(DeadLetterFilter(source_queue="mail"), batch_size=7)
+    purged += await dlq.purge_dead_letters(DeadLetterFilter(name="push"), batch_size=5)
+    replayed = await dlq.replay_all_dead_letters(
+        DeadLetterFilter(error_type="KeyError"), batch_size=9
+    )
+    (twice,) = [j.id for j in await dlq.find_dead_letters(DeadLetterFilter(), limit=1)]
+    again = await replay.purge(dlq.client, dlq.keys, dlq.max_events, [twice, twice])
+
+    # Then every index, count, set of names and statuses and original id lookup is exactly
+    # what the remaining dead letters' hashes say
+    assert purged > 0 and replayed > 0 and again == [1, -1]
+    for part, (actual, expected) in (await store_audit(raw, dlq)).items():
+        assert actual == expected, part

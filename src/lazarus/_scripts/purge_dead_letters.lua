@@ -20,38 +20,40 @@
            (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
--- @include store
+-- @include store_batch
 -- @include job_logs
 
-local results, purged = {}, {}
+local results, purged, dropped = {}, {}, {}
 local count = 0
 local allowed = nil
 if ARGV[2] ~= '' then
   allowed = {}
   for status in string.gmatch(ARGV[2], '[^,]+') do allowed[status] = true end
 end
+local batch = store_batch(KEYS[1])
 for i = 4, #KEYS do
   local id = ARGV[i - 1]
   local result
-  local removed, values = false, nil
-  local current = redis.call('HGET', KEYS[i], 'dlq:status') or 'pending'
-  if allowed and not allowed[current] then
-    values = redis.call('HEXISTS', KEYS[i], 'dlq:sourceQueue') == 1 or nil
-  else
-    removed, values = store_remove(KEYS[1], id, KEYS[i], 'purged', '')
-  end
-  if not values then
+  local values, _, origin = nil, nil, nil
+  if not store_seen(batch, id) then values, _, origin = store_values(KEYS[i]) end
+  if store_seen(batch, id) then
+    result = -1  -- purged earlier in this call
+  elseif not values then
     result = (redis.call('EXISTS', KEYS[i]) == 1) and -4 or -1
-  elseif not removed then
+  elseif (allowed and not allowed[values[5]])
+      or not store_batch_remove(batch, id, KEYS[i], values, origin, 'purged', '') then
     result = -6
   else
-    redis.call('UNLINK', KEYS[i], logs_key(KEYS[i]))
+    dropped[#dropped + 1] = KEYS[i]
+    dropped[#dropped + 1] = logs_key(KEYS[i])
     if #purged < 100 then purged[#purged + 1] = id end
     count = count + 1
     result = 1
   end
   results[#results + 1] = result
 end
+store_flush(batch)
+for i = 1, #dropped, 1000 do redis.call('UNLINK', unpack(dropped, i, math.min(i + 999, #dropped))) end
 if count > 0 then
   redis.call('HINCRBY', KEYS[3], 'count:purged', count)
   emit(KEYS[2], ARGV[1], 'purged', 'count', count, 'jobIds', table.concat(purged, ','))

@@ -48,7 +48,6 @@
 -- @include events
 -- @include queue_keys
 -- @include enqueue
--- @include store
 -- @include job_logs
 -- @include replay_mark
 
@@ -65,9 +64,12 @@ local function state_of(id)
   return 'waiting'
 end
 
--- replay_one(dl_key, new_key, dl_id, new_id, f, a): turn the dead letter into a new job.
-local function replay_one(dl_key, new_key, dl_id, new_id, f, a)
-  local data, from = replay_mark(dl, dl_key, dl_id, new_id, f, a, now, actor, note, rule)
+local batch = store_batch(dl)
+
+-- replay_one(dl_key, new_key, dl_id, new_id, f, score, a): turn the dead letter into a new job.
+local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
+  local data, from = replay_mark(batch, dl_key, dl_id, new_id, f, score, a, now, actor, note,
+    rule)
   local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'
   local priority = tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0
   local delay = tonumber(f[6]) or 0
@@ -87,21 +89,25 @@ local replayed = 0
 for i = 14, #KEYS, 2 do
   local a = 8 + (i - 14) / 2 * 6
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
-  local f = redis.call('HMGET', dl_key, 'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts',
-    'dlq:priority', 'dlq:delay', 'dlq:atm', 'dlq:replayCount', 'dlq:status')
+  local f = replay_read(dl_key)
   local status = f[9] or 'pending'
+  local score = f[1] and REPLAYABLE[status] and redis.call('ZSCORE', dl .. 'i:s:' .. status, dl_id)
   local result
-  if redis.call('HGET', new_key, 'replayOf') == dl_id then
+  -- This call ran before (re-sent after a dropped connection)? A dead letter replayed under
+  -- the same id before, and back since (the original's id, given back twice), is not.
+  if f[10] == new_id and (status == 'processing'
+      or redis.call('HGET', new_key, 'replayOf') == dl_id) then
     result = state_of(new_id)
   elseif not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif not REPLAYABLE[status] or not redis.call('ZSCORE', dl .. 'i:s:' .. status, dl_id) then
+  elseif not score then
     result = -6
   else
-    result = replay_one(dl_key, new_key, dl_id, new_id, f, a)
+    result = replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
     replayed = replayed + 1
   end
   results[#results + 1] = result
 end
+store_flush(batch)
 if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', replayed) end
 return results

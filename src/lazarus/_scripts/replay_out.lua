@@ -30,7 +30,6 @@
            (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
 -- @include events
--- @include store
 -- @include job_logs
 -- @include replay_mark
 
@@ -40,10 +39,13 @@ local maxlen = ARGV[2]
 local actor, note, rule = ARGV[5], ARGV[6], ARGV[7]
 local REPLAYABLE = {pending = true, manual = true, failed = true}
 
--- replay_one(dl_key, dl_id, new_id, f, a): the dead letter waits for its new job, which is
--- recorded as a move.
-local function replay_one(dl_key, dl_id, new_id, f, a)
-  local data, from = replay_mark(dl, dl_key, dl_id, new_id, f, a, now, actor, note, rule)
+local batch = store_batch(dl)
+
+-- replay_one(dl_key, dl_id, new_id, f, score, a): the dead letter waits for its new job, which
+-- is recorded as a move.
+local function replay_one(dl_key, dl_id, new_id, f, score, a)
+  local data, from = replay_mark(batch, dl_key, dl_id, new_id, f, score, a, now, actor, note,
+    rule)
   local fields = {name = f[2] or '', data = data,
     opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}',
     priority = tostring(tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0),
@@ -65,21 +67,22 @@ local replayed = 0
 for i = 5, #KEYS do
   local a = 8 + (i - 5) * 6
   local dl_key, dl_id, new_id = KEYS[i], ARGV[a], ARGV[a + 1]
-  local f = redis.call('HMGET', dl_key, 'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts',
-    'dlq:priority', 'dlq:delay', 'dlq:atm', 'dlq:replayCount', 'dlq:status', 'dlq:replayJob')
+  local f = replay_read(dl_key)
   local status = f[9] or 'pending'
+  local score = f[1] and REPLAYABLE[status] and redis.call('ZSCORE', dl .. 'i:s:' .. status, dl_id)
   local result
   if status == 'processing' and f[10] == new_id then
     result = 'moving'
   elseif not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif not REPLAYABLE[status] or not redis.call('ZSCORE', dl .. 'i:s:' .. status, dl_id) then
+  elseif not score then
     result = -6
   else
-    result = replay_one(dl_key, dl_id, new_id, f, a)
+    result = replay_one(dl_key, dl_id, new_id, f, score, a)
     replayed = replayed + 1
   end
   results[#results + 1] = result
 end
+store_flush(batch)
 if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', replayed) end
 return results

@@ -78,9 +78,10 @@ async def run(
     batch_size: int,
     on_progress: Progress | None,
     rate: float | None,
+    sources: bool = True,
 ) -> int:
     """Act on every dead letter that matches ``flt``, batch by batch; returns how many were
-    handled."""
+    handled. Without ``sources``, the source queue of each match is not read (``''``)."""
     bounded = snapshot(flt)
     if bounded is None:
         return 0
@@ -89,11 +90,14 @@ async def run(
     batch = batch_size if rate is None else max(1, min(batch_size, int(rate)))
     total = 0
     async for result in search.walk(
-        client, keys, bounded, order="oldest", batch=batch, detail=True
+        client, keys, bounded, order="oldest", batch=batch, detail=sources
     ):
         if not result.matches:
             continue
-        total += await act([(row[0], row[1]) for row in result.matches])
+        if sources:
+            total += await act([(row[0], row[1]) for row in result.matches])
+        else:
+            total += await act([(dl_id, "") for dl_id in result.matches])
         if on_progress is not None:
             reply = on_progress(total)
             if inspect.isawaitable(reply):

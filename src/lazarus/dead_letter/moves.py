@@ -121,9 +121,11 @@ class DeadLetterMovesMixin:
         rate: float | None,
         dry_run: bool,
         statuses: tuple[str, ...] | None = None,
+        sources: bool = True,
     ) -> int:
         """Check a bulk operation's arguments, then count (dry run) or act on the matches;
-        with ``statuses``, only on dead letters of those statuses, one status at a time."""
+        with ``statuses``, only on dead letters of those statuses, one status at a time;
+        without ``sources``, ``act`` is not told the matches' source queues."""
         flt, batch = check_filter(filter), bulk.check_batch(batch_size)
         limit = bulk.check_rate(rate)
         parts = [flt]
@@ -144,7 +146,7 @@ class DeadLetterMovesMixin:
         for part in parts:
             done += await bulk.run(
                 self._client, self.keys, part, act,
-                batch_size=batch, on_progress=progress, rate=limit,
+                batch_size=batch, on_progress=progress, rate=limit, sources=sources,
             )  # fmt: skip
         return done
 
@@ -193,6 +195,7 @@ class DeadLetterMovesMixin:
         return await self._bulk(
             filter, lambda matches: self._purge_batch(matches, _scope(filter)),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
+            sources=False,
         )  # fmt: skip
 
     async def _purge_batch(self, matches: list[tuple[str, str]], statuses: str) -> int:

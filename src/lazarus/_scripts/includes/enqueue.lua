@@ -1,11 +1,21 @@
 -- enqueue(q, id, priority, delay, now, maxlen): place a job that is ready or delayed into the
 -- right structure of queue q (a table of keys: wait, prioritized, pc, delayed, marker, events),
 -- record its event and wake an idle worker. Returns the state the job entered.
+-- The markers set by this script call: one ZADD wakes the workers, however many jobs follow
+-- (only a worker's BZPOPMIN takes the marker away, never a script).
+local enqueue_marked = {}
+local function enqueue_mark(q)
+  if not enqueue_marked[q.marker] then
+    redis.call('ZADD', q.marker, 0, '0')
+    enqueue_marked[q.marker] = true
+  end
+end
+
 local function enqueue(q, id, priority, delay, now, maxlen)
   if delay > 0 then
     local due = now + delay
     redis.call('ZADD', q.delayed, due, id)
-    redis.call('ZADD', q.marker, 0, '0')
+    enqueue_mark(q)
     emit(q.events, maxlen, 'delayed', 'jobId', id, 'delay', due)
     return 'delayed'
   end
@@ -15,7 +25,7 @@ local function enqueue(q, id, priority, delay, now, maxlen)
   else
     redis.call('LPUSH', q.wait, id)
   end
-  redis.call('ZADD', q.marker, 0, '0')
+  enqueue_mark(q)
   emit(q.events, maxlen, 'waiting', 'jobId', id)
   if priority > 0 then return 'prioritized' end
   return 'waiting'

@@ -19,8 +19,16 @@
 -- outbox is enabled. `at` (ms) may be '' (the entry id's time stands for it);
 -- `snapshot_key`, when given, is the dead letter's hash, copied into the entry because it is
 -- about to go; `values`, when given, the store's values {q, n, e, r, s}.
+-- Whether the outbox of each store is on, read once per script call (no script turns it on
+-- or off while it also changes dead letters).
+local outbox_enabled = {}
 local function outbox_append(dl, event, id, at, status, snapshot_key, values)
-  if redis.call('EXISTS', dl .. 'x:on') == 0 then return end
+  local on = outbox_enabled[dl]
+  if on == nil then
+    on = redis.call('EXISTS', dl .. 'x:on') == 1
+    outbox_enabled[dl] = on
+  end
+  if not on then return end
   local entry = {'event', event, 'id', id, 'at', at or '', 'status', status or ''}
   if values then
     for i, code in ipairs({'q', 'n', 'e', 'r'}) do

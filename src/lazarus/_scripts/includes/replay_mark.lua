@@ -1,21 +1,35 @@
--- @include store
--- replay_mark(dl, dl_key, dl_id, new_id, f, a, now, actor, note, rule): mark dead letter
--- dl_id (hash dl_key, fields f as the replay scripts read them) processing, waiting for job
--- new_id in queue ARGV[3], with the changed payload ARGV[a + 5] when one was given (the old
--- one kept in the timeline). Returns the payload the new job carries and the former status.
--- Shared by replay_dead_letters (one slot) and replay_out (across cluster slots), whose ARGV
--- layouts agree on these places.
-local function replay_mark(dl, dl_key, dl_id, new_id, f, a, now, actor, note, rule)
+-- @include store_batch
+-- The fields of a dead letter the replay scripts read (replay_read), in this order.
+local REPLAY_FIELDS = {'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts', 'dlq:priority',
+  'dlq:delay', 'dlq:atm', 'dlq:replayCount', 'dlq:status', 'dlq:replayJob', 'dlq:errorType',
+  'dlq:reason', 'dlq:timeline'}
+
+-- replay_read(dl_key): the REPLAY_FIELDS of dead letter hash dl_key.
+local function replay_read(dl_key)
+  return redis.call('HMGET', dl_key, unpack(REPLAY_FIELDS))
+end
+
+-- replay_mark(batch, dl_key, dl_id, new_id, f, score, a, now, actor, note, rule): mark dead
+-- letter dl_id (hash dl_key, `f` its replay_read fields, `score` its arrival score) processing
+-- in `batch` (includes/store_batch.lua: the caller flushes it), waiting for job new_id in
+-- queue ARGV[3], with the changed payload ARGV[a + 5] when one was given (the old one kept in
+-- the timeline). Returns the payload the new job carries and the former status. Shared by
+-- replay_dead_letters (one slot) and replay_out (across cluster slots), whose ARGV layouts
+-- agree on these places.
+local function replay_mark(batch, dl_key, dl_id, new_id, f, score, a, now, actor, note, rule)
   local data = ARGV[a + 5] ~= '' and ARGV[a + 5] or f[3] or 'null'
   local details = {'job', cjson.encode(new_id), 'queue', cjson.encode(ARGV[3])}
   if rule ~= '' then details[#details + 1] = 'rule'; details[#details + 1] = cjson.encode(rule) end
+  local fields = {'dlq:replayJob', new_id, 'dlq:replayQueue', ARGV[3], 'dlq:lastReplayedAt', now,
+    'dlq:replayedBy', actor, 'dlq:replayRule', rule}
   if ARGV[a + 5] ~= '' then
     details[#details + 1] = 'replacedData'
     details[#details + 1] = cjson.encode(f[3] or 'null')
-    redis.call('HSET', dl_key, 'data', data)
+    fields[#fields + 1] = 'data'
+    fields[#fields + 1] = data
   end
-  local from = store_set_status(dl, dl_id, dl_key, 'processing', now, actor, note, details)
-  redis.call('HSET', dl_key, 'dlq:replayJob', new_id, 'dlq:replayQueue', ARGV[3],
-    'dlq:lastReplayedAt', now, 'dlq:replayedBy', actor, 'dlq:replayRule', rule)
+  local values = {f[1], f[2] or '', f[11] or '', f[12] or '', f[9] or 'pending'}
+  local from = store_batch_set_status(batch, dl_id, dl_key, values, score, 'processing', now,
+    {actor, note, details}, f[13], fields)
   return data, from
 end

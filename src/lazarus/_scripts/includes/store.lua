@@ -93,6 +93,17 @@ local function store_json(value)
   return cjson.encode(value)
 end
 
+-- store_timeline_entry(now, from, status, actor, note, extra): one entry of a dead letter's
+-- timeline, as JSON text: {at, from, to, actor, note} and the pairs of `extra`, if given.
+local function store_timeline_entry(now, from, status, actor, note, extra)
+  local parts = {'{"at":' .. now, '"from":' .. store_json(from), '"to":' .. store_json(status),
+    '"actor":' .. store_json(actor), '"note":' .. store_json(note)}
+  if extra then
+    for i = 1, #extra, 2 do parts[#parts + 1] = store_json(extra[i]) .. ':' .. extra[i + 1] end
+  end
+  return table.concat(parts, ',') .. '}'
+end
+
 -- store_set_status(dl, id, key, status, now, actor, note, extra): move dead letter `id` (hash
 -- `key`) from its status index to 'i:s:<status>', keeping its arrival score; keep the count
 -- hash and 'v:s'; set dlq:status and dlq:statusAt; append {at, from, to, actor, note} (and the
@@ -117,12 +128,7 @@ local function store_set_status(dl, id, key, status, now, actor, note, extra)
     if redis.call('EXISTS', dl .. 'i:s:' .. from) == 0 then redis.call('ZREM', dl .. 'v:s', from) end
   end
   redis.call('HSET', key, 'dlq:status', status, 'dlq:statusAt', now)
-  local parts = {'{"at":' .. now, '"from":' .. store_json(from), '"to":' .. store_json(status),
-    '"actor":' .. store_json(actor), '"note":' .. store_json(note)}
-  if extra then
-    for i = 1, #extra, 2 do parts[#parts + 1] = store_json(extra[i]) .. ':' .. extra[i + 1] end
-  end
-  json_append(key, 'dlq:timeline', table.concat(parts, ',') .. '}')
+  json_append(key, 'dlq:timeline', store_timeline_entry(now, from, status, actor, note, extra))
   outbox_append(dl, status, id, now, status)
   return from
 end
