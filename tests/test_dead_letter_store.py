@@ -541,5 +541,14 @@ async def test_bulk_purge_and_replay_leave_every_index_count_and_lookup_exact(
     # Then every index, count, set of names and statuses and original id lookup is exactly
     # what the remaining dead letters' hashes say
     assert purged > 0 and replayed > 0 and again == [1, -1]
-    for part, (actual, expected) in (await store_audit(raw, dlq)).items():
+    audit = await store_audit(raw, dlq)
+    for part, (actual, expected) in audit.items():
         assert actual == expected, part
+    # And filtered reads see the live dead letters only, not the replayed (processing) ones
+    expected_ids = audit["indexes"][1]
+    dl = dlq.keys.dl
+    for flt, index in [(DeadLetterFilter(error_type="KeyError"), f"{dl}i:e:KeyError"),
+                       (DeadLetterFilter(name="sms.send"), f"{dl}i:n:sms.send")]:  # fmt: skip
+        live = expected_ids.get(index, set()) & expected_ids.get(f"{dl}i:s:pending", set())
+        found = await dlq.find_dead_letters(flt, limit=1000)
+        assert {j.id for j in found} == live and await dlq.count_dead_letters(flt) == len(live)

@@ -167,22 +167,48 @@ end
 local detail = ARGV[17] == '1'
 local fields = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
   'dlq:deadLetteredAt', 'dlq:failedReason'}
+-- Several statuses are checked by membership in any of theirs, or by absence from every
+-- other status that holds dead letters (the statuses partition the store), whichever takes
+-- fewer indexes: often none, when only the statuses asked for hold any.
+local excluded = {}
+if any_of then
+  local wanted = {}
+  for _, key in ipairs(any_of) do wanted[key] = true end
+  for _, key in ipairs(store_statuses(dl)) do
+    if not wanted[key] then excluded[#excluded + 1] = key end
+  end
+end
+
 -- members(chunk): for each entry of a chunk of the drivers, whether it is in every index of
--- the other exact filters: one ZMSCORE per index for the whole chunk.
+-- the other exact filters (and in one of the statuses asked for): one ZMSCORE per index for
+-- the entries still alive, the most selective index first.
 local function members(chunk)
   local alive = {}
   for n = 1, #chunk do alive[n] = true end
   if (#checks == 0 and status_checked) or #chunk == 0 then return alive end
-  local ids = {}
-  for n, e in ipairs(chunk) do ids[n] = e[2] end
-  for _, index in ipairs(checks) do
-    local scores = redis.call('ZMSCORE', index, unpack(ids))
+  -- narrow(index, wanted): keep the live entries whose presence in `index` is `wanted`.
+  local function narrow(index, wanted)
+    local at, ids = {}, {}
     for n = 1, #chunk do
-      if not scores[n] then alive[n] = false end
+      if alive[n] then
+        at[#at + 1] = n
+        ids[#ids + 1] = chunk[n][2]
+      end
+    end
+    if #ids == 0 then return end
+    local scores = redis.call('ZMSCORE', index, unpack(ids))
+    for j, n in ipairs(at) do
+      if (scores[j] ~= false and scores[j] ~= nil) ~= wanted then alive[n] = false end
     end
   end
+  for _, index in ipairs(checks) do narrow(index, true) end
   if status_checked then return alive end
-  local in_any = {}
+  if #excluded < #any_of then
+    for _, index in ipairs(excluded) do narrow(index, false) end
+    return alive
+  end
+  local in_any, ids = {}, {}
+  for n = 1, #chunk do ids[n] = chunk[n][2] end
   for _, index in ipairs(any_of) do
     local scores = redis.call('ZMSCORE', index, unpack(ids))
     for n = 1, #chunk do
