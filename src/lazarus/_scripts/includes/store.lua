@@ -27,12 +27,14 @@ local function store_values(key)
   return values, tonumber(f[6]) or 0, f[7] or ''
 end
 
--- store_combination(values): the field of the count hash for this combination of the five
--- values: 'f<byte length>:<value>' per field, in field order.
-local function store_combination(values)
-  local parts = {}
-  for i = 1, 5 do parts[i] = STORE_CODES[i] .. #values[i] .. ':' .. values[i] end
-  return table.concat(parts)
+-- store_combination(values, status): the field of the count hash for this combination of the
+-- five values (with `status` in place of the fifth, if given): 'f<byte length>:<value>' per
+-- field, in field order.
+local function store_combination(values, status)
+  local s = status or values[5]
+  return 'q' .. #values[1] .. ':' .. values[1] .. 'n' .. #values[2] .. ':' .. values[2]
+    .. 'e' .. #values[3] .. ':' .. values[3] .. 'r' .. #values[4] .. ':' .. values[4]
+    .. 's' .. #s .. ':' .. s
 end
 
 -- store_add(dl, id, values, at, origin): index dead letter `id` (its hash written already),

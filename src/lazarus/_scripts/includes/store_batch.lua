@@ -26,8 +26,8 @@ local function store_push(lists, key, a, b)
   if b ~= nil then list[#list + 1] = b end
 end
 
-local function store_count(batch, values, delta)
-  local combination = store_combination(values)
+local function store_count(batch, values, delta, status)
+  local combination = store_combination(values, status)
   batch.counts[combination] = (batch.counts[combination] or 0) + delta
 end
 
@@ -69,8 +69,8 @@ local function store_batch_set_status(batch, id, key, values, score, status, now
     store_push(batch.zrem, dl .. 'i:s:' .. from, id)
     store_push(batch.zadd, dl .. 'i:s:' .. status, score, id)
     store_count(batch, values, -1)
+    store_count(batch, values, 1, status)
     values[5] = status
-    store_count(batch, values, 1)
     batch.left['s' .. from] = true
     batch.entered[status] = true
   end
