@@ -552,3 +552,22 @@ async def test_bulk_purge_and_replay_leave_every_index_count_and_lookup_exact(
         live = expected_ids.get(index, set()) & expected_ids.get(f"{dl}i:s:pending", set())
         found = await dlq.find_dead_letters(flt, limit=1000)
         assert {j.id for j in found} == live and await dlq.count_dead_letters(flt) == len(live)
+
+
+async def test_a_substring_search_out_of_time_returns_a_cursor_that_resumes_where_it_stopped(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    # Given more dead letters than one bounded step examines, none of which match
+    await seed(raw, dlq, 1200, rng=random.Random(5))
+    flt = DeadLetterFilter(payload_contains="no such text")
+
+    # When searched with no time to spare, page after page
+    pages = [await dlq.search_dead_letters(flt, time_budget=0)]
+    while pages[-1].next_cursor is not None:
+        pages.append(
+            await dlq.search_dead_letters(flt, cursor=pages[-1].next_cursor, time_budget=0)
+        )
+
+    # Then each page took one step of at most 500 entries, and together they reached the end
+    assert all(page.jobs == [] for page in pages)
+    assert len(pages) == 3

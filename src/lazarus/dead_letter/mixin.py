@@ -84,7 +84,8 @@ class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUp
 
         Pages follow arrival order (``order="newest"`` first, or ``"oldest"``) and stay
         stable while dead letters arrive and leave. A substring search stops after
-        ``time_budget`` seconds with what it found so far and a cursor to go on from.
+        ``time_budget`` seconds (it begins no bounded step it could not finish by then) with
+        what it found so far and a cursor to go on from.
 
         Example::
 
@@ -99,14 +100,18 @@ class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUp
         loop = asyncio.get_running_loop()
         deadline = loop.time() + time_budget
         ids: list[str] = []
+        slowest = 0.0  # no step is begun that would likely end past the deadline
         while True:
+            began = loop.time()
             result = await search.step(
                 self._client, self.keys, flt, order=order, position=position,
                 limit=limit - len(ids),
             )  # fmt: skip
             ids += result.matches
             position = result.position
-            if result.done or len(ids) >= limit or loop.time() >= deadline:
+            now = loop.time()
+            slowest = max(slowest, now - began)
+            if result.done or len(ids) >= limit or now + slowest >= deadline:
                 break
         jobs = await self._get_jobs(ids)
         more = not result.done and position is not None
