@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import redis.asyncio as aioredis
 
@@ -212,3 +214,15 @@ async def test_dead_letter_operations_on_unreachable_redis_raise_a_clear_error()
     with pytest.raises(RedisUnavailableError):
         await queue.replay_all_dead_letters()
     await queue.close()
+
+
+async def test_jobs_added_without_an_id_get_distinct_uuid4_hex_ids(queue: Queue) -> None:
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(200)])
+    jobs.append(await queue.add("n", 1))
+
+    ids = [job.id for job in jobs]
+    assert len(set(ids)) == len(ids)
+    for job_id in ids:
+        parsed = uuid.UUID(hex=job_id)
+        assert (parsed.hex, parsed.version, parsed.variant) == (job_id, 4, uuid.RFC_4122)
+    assert (await queue.get_job_counts())["waiting"] == 201

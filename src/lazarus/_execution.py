@@ -13,7 +13,6 @@ import functools
 import inspect
 import json
 import sys
-import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
@@ -23,7 +22,7 @@ from ._backoff import BackoffStrategy, retry_delay
 from ._connection import Client, now_ms
 from ._entry import NonRetryable, is_non_retryable
 from ._failure import failure_reason, format_stack
-from ._keys import QueueKeys, validate_job_id
+from ._keys import QueueKeys, new_id, validate_job_id
 from .errors import (
     DeadLetterError,
     JobTimeoutError,
@@ -57,7 +56,7 @@ class ClaimedJob:
     def dead_letter_id(self) -> str:
         """The id a dead letter of this attempt gets: chosen once, so that every send of the
         outcome names the same one."""
-        return uuid.uuid4().hex
+        return new_id()
 
 
 @dataclasses.dataclass(frozen=True)

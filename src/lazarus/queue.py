@@ -12,7 +12,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
@@ -31,6 +30,7 @@ from ._keys import (
     QueueKeys,
     glob_escape,
     has_lone_surrogate,
+    new_id,
     validate_job_id,
     validate_name,
     validate_queue_name,
@@ -113,7 +113,7 @@ class Queue(
         if unknown:
             raise TypeError(f"unknown job options: {sorted(unknown)}")
         job_id = options.get("job_id")
-        job_id = uuid.uuid4().hex if job_id is None else validate_job_id(job_id)
+        job_id = new_id() if job_id is None else validate_job_id(job_id)
         dedup = Deduplication.parse(options.get("deduplication"))
         opts, opts_json = self._options(
             {k: v for k, v in options.items() if k not in ("job_id", "deduplication")}

@@ -4,12 +4,11 @@ deleted at most once whoever else races for it."""
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import _codec, _moves, _scripts
 from .._connection import now_ms
-from .._keys import QueueKeys, validate_name
+from .._keys import QueueKeys, new_id, validate_name
 from ..job import MAX_PRIORITY, JobOptions
 from .lifecycle import check_actor, check_note
 
@@ -79,14 +78,14 @@ async def replay(
     if register:
         await client.sadd(target_keys.registry, target)
     if new_ids is None:
-        new_ids = [uuid.uuid4().hex for _ in items]
+        new_ids = [new_id() for _ in items]
     elif len(new_ids) != len(items):
         raise ValueError(f"new_ids must have one id per item ({len(items)}), got {len(new_ids)}")
     script_keys = [keys.dl, keys.events, keys.meta, *target_keys.group]
     args: list[Any] = [now_ms(), max_events, target, keys.queue, *(by or Replayer()).args()]
-    for (dl_id, override), new_id in zip(items, new_ids):
-        script_keys += [keys.job(dl_id), target_keys.job(new_id)]
-        args += [dl_id, new_id, *override]
+    for (dl_id, override), job_id in zip(items, new_ids):
+        script_keys += [keys.job(dl_id), target_keys.job(job_id)]
+        args += [dl_id, job_id, *override]
     if _moves.crosses(client, keys, target_keys):  # another cluster slot: two steps
         dl_keys = [keys.job(dl_id) for dl_id, _override in items]
         results = await _moves.replay(client, keys, target_keys, dl_keys, args, max_events)
