@@ -51,6 +51,42 @@ async def reject(job: Job) -> None:
     raise UnrecoverableError("bad payload")
 
 
+async def first_dead_letter(client: RedisCluster, cprefix: str) -> tuple[str, str]:
+    """Run a rejecting worker on 'jobs' until it dead-letters a job into 'jobs-dlq': that
+    job's id and its dead letter's."""
+    moved: list[tuple[str, str]] = []
+    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+    worker.on("deadLettered", lambda job, dl_id: moved.append((job.id, dl_id)))
+
+    async def dead_lettered() -> bool:
+        return bool(moved)
+
+    await wait_until(dead_lettered, 20, "a job dead-lettered")
+    await worker.close()
+    return moved[0]
+
+
+async def half_moved(client: RedisCluster, cprefix: str, monkeypatch: Any) -> tuple[str, str]:
+    """As first_dead_letter, with a worker that dies between the two steps of its move (its
+    process would be gone: the second step never runs)."""
+
+    async def crash(*_args: Any) -> bool:
+        raise ConnectionError("the process died here")
+
+    monkeypatch.setattr(_moves, "finish", crash)
+    try:
+        return await first_dead_letter(client, cprefix)
+    finally:
+        monkeypatch.undo()
+
+
+async def dead_letter_one(client: RedisCluster, cprefix: str, queue: Queue, data: Any) -> str:
+    """Add a job to ``queue`` and let a worker dead-letter it; its dead letter's id."""
+    await queue.add("n", data)
+    return (await first_dead_letter(client, cprefix))[1]
+
+
 async def _events(queue: Queue, kind: str) -> list[dict[str, str]]:
     entries: Any = await queue.client.xrange(queue.keys.events)
     return [fields for _id, fields in entries if fields.get("event") == kind]
@@ -97,22 +133,7 @@ async def test_a_move_interrupted_after_its_first_step_is_finished_by_the_sweep_
     # gone: the second step never runs)
     queue, dlq = pair
     job = await queue.add("n", {"v": 1})
-
-    async def crash(*_args: Any) -> bool:
-        raise ConnectionError("the process died here")
-
-    monkeypatch.setattr(_moves, "finish", crash)
-    moved: list[str] = []
-    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
-                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
-    worker.on("deadLettered", lambda _job, dl_id: moved.append(dl_id))
-
-    async def left_its_queue() -> bool:
-        return bool(moved)
-
-    await wait_until(left_its_queue, 20, "the first step")
-    await worker.close()
-    monkeypatch.undo()
+    moved = [(await half_moved(client, cprefix, monkeypatch))[1]]
     # Then the job is in the moves hash only
     assert await client.hlen(queue.keys.moves) == 1
     assert await dlq.get_dead_letter_count() == 0
@@ -173,17 +194,7 @@ async def test_a_replay_that_completes_before_its_move_is_cleared_resolves_its_d
 ) -> None:
     # Given a dead letter of 'jobs' in 'jobs-dlq', in another slot
     queue, dlq = pair
-    await queue.add("n", {"v": 3})
-    dead: list[str] = []
-    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
-                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
-    worker.on("deadLettered", lambda _job, dl_id: dead.append(dl_id))
-
-    async def dead_lettered() -> bool:
-        return bool(dead)
-
-    await wait_until(dead_lettered, 20, "the dead letter")
-    await worker.close()
+    dead = [await dead_letter_one(client, cprefix, queue, {"v": 3})]
     # And its replay's first two steps done, but not the third (the replayer is slow)
     new_id = uuid.uuid4().hex
     (moving,) = await _scripts.load("replay_out")(
@@ -222,37 +233,12 @@ async def test_a_replay_on_its_way_back_to_the_dead_letter_queue_is_not_settled_
 ) -> None:
     # Given a dead letter of 'jobs' in 'jobs-dlq' (another slot), replayed
     queue, dlq = pair
-    await queue.add("n", {"v": 4})
-    dead: list[str] = []
-    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
-                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
-    worker.on("deadLettered", lambda _job, dl_id: dead.append(dl_id))
-
-    async def dead_lettered() -> bool:
-        return bool(dead)
-
-    await wait_until(dead_lettered, 20, "the dead letter")
-    await worker.close()
+    dead = [await dead_letter_one(client, cprefix, queue, {"v": 4})]
     new_id = await dlq.replay_dead_letter(dead[0])
     # And its replayed job failed again, between the two steps of its move back (the job
     # has left 'jobs', and has not reached 'jobs-dlq' yet)
-
-    async def crash(*_args: Any) -> bool:
-        raise ConnectionError("the process died here")
-
-    monkeypatch.setattr(_moves, "finish", crash)
-    back: list[str] = []
-    worker = Worker("jobs", reject, connection=client, prefix=cprefix,
-                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
-    worker.on("deadLettered", lambda job, _dl_id: back.append(job.id))
-
-    async def left_its_queue() -> bool:
-        return bool(back)
-
-    await wait_until(left_its_queue, 20, "the first step of the move back")
-    await worker.close()
-    monkeypatch.undo()
-    assert back == [new_id] and await queue.get_job_state(new_id) == "unknown"
+    back, _ = await half_moved(client, cprefix, monkeypatch)
+    assert back == new_id and await queue.get_job_state(new_id) == "unknown"
 
     # When the dead letter queue's processing dead letters are settled meanwhile
     settled = await dlq.settle_dead_letters()

@@ -2,8 +2,9 @@
 
 Each ``<name>.lua`` here is one transition and opens with a header naming its ``KEYS[i]`` and
 ``ARGV[i]``; ``includes/`` holds shared local functions pulled in by ``-- @include <name>``
-lines. Scripts are loaded once per process and called by EVALSHA, falling back to SCRIPT LOAD
-when the server answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+lines, of which a script keeps those it calls (:mod:`._source`). Scripts are loaded once per
+process and called by EVALSHA, falling back to SCRIPT LOAD when the server answers NOSCRIPT
+(after a restart or SCRIPT FLUSH).
 
 Scripts are the hot path (one call per job added, claimed or finished), so a call goes straight
 to a pooled connection: it skips the per-command bookkeeping of ``Redis.execute_command``.
@@ -58,7 +59,6 @@ import math
 import re
 import sys
 from collections.abc import Callable, Sequence
-from importlib import resources
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
@@ -71,6 +71,7 @@ from .._connection import Client
 from . import cluster
 from ._coalesce import IN_FLIGHT as IN_FLIGHT
 from ._coalesce import Coalescer, coalescer
+from ._source import script_source
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as async_timeout
@@ -87,24 +88,8 @@ except ImportError:  # pragma: no cover - hiredis is a dependency; redis-py pack
 # the pool would keep it alive: a redis-py connection refers back to its pool).
 _SPARE = "_lazarus_spare"
 
-_INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _HEADER_KEY = re.compile(r"^\s*KEYS\[(\d+)\]\s+(\w+)", re.MULTILINE)
 _HEADER_ARG = re.compile(r"^\s*ARGV\[(\d+)\]\s+(\w+)", re.MULTILINE)
-
-
-def _read(relative: str) -> str:
-    return resources.files(__package__).joinpath(relative).read_text(encoding="utf-8")
-
-
-def _expand(source: str, seen: set[str]) -> str:
-    def include(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name in seen:
-            return f"-- ({name} included above)"
-        seen.add(name)
-        return _expand(_read(f"includes/{name}.lua"), seen)
-
-    return _INCLUDE.sub(include, source)
 
 
 class Script:
@@ -113,8 +98,7 @@ class Script:
     def __init__(self, name: str) -> None:
         self.name = name
         self.repeatable = name in REPEATABLE
-        self.raw = _read(f"{name}.lua")
-        self.source = _expand(self.raw, set())
+        self.raw, self.source = script_source(name)
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
         header = self.raw.split("]]", 1)[0]
         self.header_keys = dict(_parse(_HEADER_KEY, header))

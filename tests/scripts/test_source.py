@@ -1,0 +1,70 @@
+"""Scripts as Redis runs them: includes expanded once, the shared functions a script never
+calls left out, and nothing it calls missing."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import _scripts
+from lazarus._scripts._source import prune
+
+SAMPLE = """\
+-- helper(): not called, only named in this comment
+local function helper()
+  return 1
+end
+
+local function leaf(x)
+  return x + 1
+end
+
+local function used(x)
+  -- calls leaf
+  return leaf(x)
+end
+
+local function unused()
+  return used(2)
+end
+
+return used(1)
+"""
+
+
+def test_prune_keeps_what_the_script_reaches_and_drops_the_rest() -> None:
+    pruned = prune(SAMPLE)
+
+    defined = re.findall(r"^local function (\w+)", pruned, re.MULTILINE)
+    assert defined == ["leaf", "used"]
+    assert pruned.endswith("return used(1)\n")
+
+
+@pytest.mark.parametrize("name", _scripts.NAMES)
+def test_every_local_function_a_script_calls_is_defined_in_it(name: str) -> None:
+    source = _scripts.load(name).source
+    body = re.sub(r"--\[\[.*?\]\]|--[^\n]*", "", source, flags=re.DOTALL)
+    defined = set(re.findall(r"^local function (\w+)", source, re.MULTILINE))
+    every = set()
+    for path in resources.files("lazarus._scripts").joinpath("includes").iterdir():
+        every |= set(re.findall(r"^local function (\w+)", path.read_text(), re.MULTILINE))
+    called = set(re.findall(r"\b(\w+)\(", body)) & every
+    assert called <= defined, f"{name} calls {sorted(called - defined)} but lost them"
+
+
+async def test_every_script_compiles_on_the_server(raw: aioredis.Redis) -> None:
+    for name in _scripts.NAMES:
+        script = _scripts.load(name)
+        assert await raw.script_load(script.source) == script.sha, name
+
+
+def test_a_function_that_breaks_the_convention_is_refused() -> None:
+    one_line = (
+        "local function f(x) return x end\nlocal y = 1\nlocal function g()\n  return 2\nend\n"
+    )
+
+    with pytest.raises(ValueError, match="alone on a line"):
+        prune(one_line)
