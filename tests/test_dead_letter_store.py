@@ -571,3 +571,32 @@ async def test_a_substring_search_out_of_time_returns_a_cursor_that_resumes_wher
     # Then each page took one step of at most 500 entries, and together they reached the end
     assert all(page.jobs == [] for page in pages)
     assert len(pages) == 3
+
+
+@pytest.mark.parametrize("order", ["newest", "oldest"])
+async def test_pages_over_several_live_statuses_follow_one_arrival_order(
+    raw: aioredis.Redis, dlq: Queue, order: str
+) -> None:
+    # Given dead letters spread over the three live statuses, and some replayed
+    made = await seed(raw, dlq, 240, rng=random.Random(3))
+    ids = [letter["id"] for letter in made]
+    for n, dl_id in enumerate(ids):
+        if n % 5 == 1:
+            await dlq.set_dead_letter_status(dl_id, "manual", actor="operator:ada")
+        elif n % 5 == 2:
+            await dlq.set_dead_letter_status(dl_id, "failed", actor="operator:ada")
+    await dlq.replay_all_dead_letters(DeadLetterFilter(status="pending", name="push"))
+
+    # When every live dead letter is walked page by page, without a filter and by name
+    walked = await walk_all(dlq, DeadLetterFilter(), 7, order)
+    named = await walk_all(dlq, DeadLetterFilter(name="email.send"), 5, order)
+
+    # Then the pages follow the arrival order over all three statuses, each entry once
+    entries: list[tuple[float, str]] = []
+    for status in ("pending", "manual", "failed"):
+        entries += await raw.zrange(dlq.keys.dl_index("s", status), 0, -1, withscores=True)
+    entries.sort(key=lambda e: (e[1], e[0]), reverse=order == "newest")
+    expected = [dl_id for dl_id, _score in entries]
+    assert walked == expected
+    by_name = {letter["id"] for letter in made if letter["name"] == "email.send"}
+    assert named == [dl_id for dl_id in expected if dl_id in by_name]

@@ -52,9 +52,13 @@ local drivers, smallest, driven_by = store_statuses(dl), nil, 0
 local any_of = nil
 if #statuses > 1 then
   any_of, smallest = {}, 0
-  for _, status in ipairs(statuses) do
-    any_of[#any_of + 1] = dl .. 'i:s:' .. status
-    smallest = smallest + redis.call('ZCARD', any_of[#any_of])
+  for _, status in ipairs(statuses) do  -- an empty status has nothing to walk or check
+    local key = dl .. 'i:s:' .. status
+    local size = redis.call('ZCARD', key)
+    if size > 0 then
+      any_of[#any_of + 1] = key
+      smallest = smallest + size
+    end
   end
   drivers = any_of
 end
@@ -143,25 +147,31 @@ local function next_chunk(n)
     local entries, more = fetch(drivers[1], n)
     return entries, not more
   end
-  local merged, frontier = {}, nil
+  -- Each driver's entries are in order already: merge them, as far as the order is known.
+  local lists, heads, frontier = {}, {}, nil
   for _, key in ipairs(drivers) do
     local entries, more = fetch(key, n)
-    for _, e in ipairs(entries) do merged[#merged + 1] = e end
+    if #entries > 0 then
+      lists[#lists + 1] = entries
+      heads[#heads + 1] = 1
+    end
     -- A driver with more entries bounds how far the merged order is known.
     if more and #entries > 0 and (not frontier or before(entries[#entries], frontier)) then
       frontier = entries[#entries]
     end
   end
-  table.sort(merged, before)
-  if frontier then
-    local kept = {}
-    for _, e in ipairs(merged) do
-      if before(frontier, e) then break end
-      kept[#kept + 1] = e
+  local merged = {}
+  while true do
+    local best, first = nil, nil
+    for i = 1, #lists do
+      local e = lists[i][heads[i]]
+      if e and (not first or before(e, first)) then best, first = i, e end
     end
-    return kept, false
+    if not best or (frontier and before(frontier, first)) then break end
+    merged[#merged + 1] = first
+    heads[best] = heads[best] + 1
   end
-  return merged, true
+  return merged, frontier == nil
 end
 
 local detail = ARGV[17] == '1'
