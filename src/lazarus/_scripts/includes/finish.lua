@@ -1,4 +1,5 @@
 -- @include job_logs
+-- @include json_append
 -- release(src, id, token): check that `token` owns active job `id` and release its lease.
 -- Returns 0, or the error code: -1 no such job, -2 lock token mismatch, -3 not active.
 local function release(src, id, token)
@@ -38,9 +39,10 @@ end
 -- record_failure(key, now, reason, error_type, stack_json, attempt_json): write one failed
 -- attempt into the job hash; returns the new attemptsMade.
 local function record_failure(key, now, reason, error_type, stack_json, attempt_json)
-  local made = redis.call('HINCRBY', key, 'attemptsMade', 1)
-  redis.call('HSET', key, 'failedReason', reason, 'errorType', error_type, 'finishedOn', now)
-  json_append(key, 'stacktrace', stack_json)
-  json_append(key, 'attempts', attempt_json)
+  local f = redis.call('HMGET', key, 'attemptsMade', 'stacktrace', 'attempts')
+  local made = (tonumber(f[1]) or 0) + 1
+  redis.call('HSET', key, 'attemptsMade', made, 'failedReason', reason, 'errorType', error_type,
+    'finishedOn', now, 'stacktrace', json_appended(f[2], stack_json),
+    'attempts', json_appended(f[3], attempt_json))
   return made
 end
