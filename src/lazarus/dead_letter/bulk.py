@@ -89,21 +89,28 @@ async def run(
     started = loop.time()
     batch = batch_size if rate is None else max(1, min(batch_size, int(rate)))
     total = 0
-    async for result in search.walk(
-        client, keys, bounded, order="oldest", batch=batch, detail=sources
-    ):
-        if not result.matches:
-            continue
-        if sources:
-            total += await act([(row[0], row[1]) for row in result.matches])
-        else:
-            total += await act([(dl_id, "") for dl_id in result.matches])
-        if on_progress is not None:
-            reply = on_progress(total)
-            if inspect.isawaitable(reply):
-                await reply
-        if rate is not None:
-            ahead = started + total / rate - loop.time()
-            if ahead > 0:
-                await asyncio.sleep(ahead)
+    steps = search.walk(client, keys, bounded, order="oldest", batch=batch, detail=sources)
+    # The walk reads one step ahead while a batch is acted on: the step starts past the
+    # batch, so acting on it cannot change what the step finds.
+    ahead: asyncio.Future[search.Step | None] = asyncio.ensure_future(anext(steps, None))
+    try:
+        while (result := await ahead) is not None:
+            ahead = asyncio.ensure_future(anext(steps, None))
+            if not result.matches:
+                continue
+            if sources:
+                total += await act([(row[0], row[1]) for row in result.matches])
+            else:
+                total += await act([(dl_id, "") for dl_id in result.matches])
+            if on_progress is not None:
+                reply = on_progress(total)
+                if inspect.isawaitable(reply):
+                    await reply
+            if rate is not None:
+                wait = started + total / rate - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+    finally:
+        ahead.cancel()
+        await asyncio.gather(ahead, return_exceptions=True)
     return total

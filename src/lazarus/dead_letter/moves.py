@@ -4,6 +4,7 @@ id, or every match of a filter batch by batch (:mod:`.bulk`), through the script
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 from typing import TYPE_CHECKING, Any
@@ -159,16 +160,17 @@ class DeadLetterMovesMixin:
         by_source: dict[str, list[tuple[str, replay.Override]]] = {}
         for dl_id, source in matches:
             by_source.setdefault(source, []).append((dl_id, replay.KEEP))
-        done = 0
-        for source, items in by_source.items():
-            results = await replay.replay(
+        # One call per source queue, sent together: they share a round trip.
+        replies = await asyncio.gather(*(
+            replay.replay(
                 self._client, self.keys, self.max_events, source, items,
                 register=registered is None or source not in registered, by=by,
-            )  # fmt: skip
-            if registered is not None:
-                registered.add(source)
-            done += sum(1 for _, r in results if isinstance(r, str))
-        return done
+            )
+            for source, items in by_source.items()
+        ))  # fmt: skip
+        if registered is not None:
+            registered.update(by_source)
+        return sum(1 for results in replies for _, r in results if isinstance(r, str))
 
     # -- purge -----------------------------------------------------------------------------
 
