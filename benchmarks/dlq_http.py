@@ -60,6 +60,7 @@ async def list_route(url: str, prefix: str, probe: PauseProbe, rng: random.Rando
     rows: list[Row] = []
     notes = []
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        await _get(client, {})  # unmeasured: the app's first request opens its connections
         for key, label, make in KINDS:
             calls = [partial(_get, client, make(rng)) for _ in range(reps)]
             async with probe.phase(f"HTTP first page: {label}"):

@@ -70,6 +70,9 @@ async def first_pages(
     """find (first page), search (first page and total) and count, per filter kind, each
     over the same ``reps`` filters drawn at random."""
     rows: list[Row] = []
+    # Unmeasured: the first calls load the query script and open the pool's connections.
+    await queue.find_dead_letters(limit=PAGE)
+    await queue.search_dead_letters(limit=PAGE)
     for key, label, make in KINDS:
         filters = [make(rng, now) for _ in range(reps)]
         async with probe.phase(f"first page: {label}"):
