@@ -52,12 +52,21 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       id = popped[1]
     end
     local key = q.job_prefix .. id
-    -- A job removed while it waited leaves its id behind: skip it.
-    if redis.call('EXISTS', key) == 1 then
+    -- A job removed while it waited leaves its id behind (no fields): skip it. The fields
+    -- read here also make the reply, without a call of their own.
+    local fields = redis.call('HGETALL', key)
+    if #fields > 0 then
       redis.call('LPUSH', q.active, id)
-      local started = redis.call('HINCRBY', key, 'ats', 1)
+      local started = 1
+      for i = 1, #fields, 2 do
+        if fields[i] == 'ats' then
+          started = (tonumber(fields[i + 1]) or 0) + 1
+          break
+        end
+      end
       local token = token_base .. ':' .. started
-      redis.call('HSET', key, 'lockToken', token, 'processedOn', now)
+      local changed = {'ats', tostring(started), 'lockToken', token, 'processedOn', tostring(now)}
+      redis.call('HSET', key, unpack(changed))
       redis.call('ZADD', q.leases, now + lock_ms, id)
       if limiter and redis.call('INCR', limiter) == 1 then
         redis.call('PEXPIRE', limiter, meta[3])
@@ -67,7 +76,11 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
           or redis.call('ZCARD', q.dl .. 'i:s:pending') > 0 then
         redis.call('ZADD', q.marker, 0, '0')
       end
-      return claimed_reply(key, id, token)
+      -- As HGETALL would answer now: of two fields of one name, the reader keeps the later.
+      local reply = {id, token}
+      for i = 1, #fields do reply[#reply + 1] = fields[i] end
+      for i = 1, #changed do reply[#reply + 1] = changed[i] end
+      return reply
     end
   end
 end
