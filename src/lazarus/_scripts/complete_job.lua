@@ -59,10 +59,10 @@ local key = KEYS[11]
 local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[8]
-local code = release(q, id, ARGV[2])
+local code, held = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[10]) end
-redis.call('HINCRBY', key, 'attemptsMade', 1)
-dedup_release(q.job_prefix, id, true)
+local made = (tonumber(held[2]) or 0) + 1
+dedup_release(q.job_prefix, id, true, held[3])
 local dl_id = ARGV[12]
 if dl_id ~= '' and redis.call('HGET', key, 'replayOf') == dl_id then
   local rec = redis.call('HMGET', KEYS[16], 'dlq:replayJob', 'dlq:status')
@@ -76,7 +76,7 @@ end
 if ARGV[7] == '1' then
   drop_job(key)
 else
-  redis.call('HSET', key, 'returnvalue', ARGV[4], 'finishedOn', now)
+  redis.call('HSET', key, 'attemptsMade', made, 'returnvalue', ARGV[4], 'finishedOn', now)
   redis.call('ZADD', KEYS[12], now, id)
   retain(KEYS[12], q.job_prefix, tonumber(ARGV[5]), tonumber(ARGV[6]), now)
 end

@@ -27,11 +27,13 @@ local function dedup_take(q, dedup_id, ttl, id, maxlen)
   return false
 end
 
--- dedup_release(job_prefix, id, finished): free the deduplication id job `id` holds (its hash
--- still present). A job that finished keeps an id taken with a ttl until the ttl runs out; a
--- removed one frees it at once. An id another job holds by now is left alone.
-local function dedup_release(job_prefix, id, finished)
-  local dedup_id = redis.call('HGET', job_prefix .. id, 'deid')
+-- dedup_release(job_prefix, id, finished, known): free the deduplication id job `id` holds
+-- (its hash still present). A job that finished keeps an id taken with a ttl until the ttl
+-- runs out; a removed one frees it at once. An id another job holds by now is left alone.
+-- `known`, when given, is the job's 'deid' field as read already (false: it has none).
+local function dedup_release(job_prefix, id, finished, known)
+  local dedup_id = known
+  if dedup_id == nil then dedup_id = redis.call('HGET', job_prefix .. id, 'deid') end
   if not dedup_id then return end
   local key = dedup_key(job_prefix, dedup_id)
   if finished and redis.call('PTTL', key) > 0 then return end

@@ -1,10 +1,12 @@
 -- @include job_logs
 -- @include json_append
 -- release(src, id, token): check that `token` owns active job `id` and release its lease.
--- Returns 0, or the error code: -1 no such job, -2 lock token mismatch, -3 not active.
+-- Returns 0 and the job's attemptsMade and deid fields as read (false when absent), or the
+-- error code: -1 no such job, -2 lock token mismatch, -3 not active.
 local function release(src, id, token)
   local key = src.job_prefix .. id
-  local owner = redis.call('HGET', key, 'lockToken')
+  local held = redis.call('HMGET', key, 'lockToken', 'attemptsMade', 'deid')
+  local owner = held[1]
   if not owner then
     if redis.call('EXISTS', key) == 0 then return -1 end
     return -2
@@ -13,7 +15,7 @@ local function release(src, id, token)
   if redis.call('LREM', src.active, 1, id) == 0 then return -3 end
   redis.call('ZREM', src.leases, id)
   redis.call('HDEL', key, 'lockToken')
-  return 0
+  return 0, held
 end
 
 -- retain(set, job_prefix, keep_count, keep_age_ms, now): apply a retention policy to a finished
