@@ -11,6 +11,10 @@ import redis.asyncio as aioredis
 from lazarus import JobNotFoundError, JobStateError, Queue, Worker
 from lazarus._keys import QueueKeys
 from lazarus.record import Record, RecordExporter, RecordSchemaError, open_database
+from lazarus.record.database import Database
+from lazarus.record.outbox import OutboxEntry
+from lazarus.record.queries import list_dead_letters
+from lazarus.record.rows import statements
 
 from .helpers import dead_letter
 
@@ -51,6 +55,32 @@ async def test_list_pages_newest_first_filtered_by_job_type_with_totals(
     emails = [j.id for j in letters if j.name == "email.send"]
     assert [r["id"] for r in first.rows + second.rows] == emails
     assert (first.total, first.total_pages, len(second.rows)) == (3, 2, 1)
+
+
+async def test_dead_letters_of_one_millisecond_list_newest_arrival_first(db: Database) -> None:
+    # Given three dead letters of one millisecond whose ids sort against their arrival order,
+    # then a later change of the first (its status) and a second arrival of the second
+    def change(position: str, event: str, letter: str, at: int) -> OutboxEntry:
+        return OutboxEntry("dlq", position, event, letter, at, "pending", {})
+
+    def fields(at: int) -> dict[str, str]:
+        return {"dlq:sourceQueue": "q", "name": "n", "dlq:deadLetteredAt": str(at)}
+
+    for position, event, letter, at in [
+        ("5-0", "dead-lettered", "c", 5), ("5-1", "dead-lettered", "a", 5),
+        ("5-2", "dead-lettered", "b", 5), ("7-0", "status", "c", 7),
+    ]:  # fmt: skip
+        await db.run(statements(change(position, event, letter, at), fields(5)))
+    before = [r["id"] for r in (await list_dead_letters(db)).rows]
+    await db.run(statements(change("9-0", "dead-lettered", "a", 9), fields(9)))
+
+    # When the record lists them
+    after = [r["id"] for r in (await list_dead_letters(db)).rows]
+
+    # Then one millisecond's dead letters come newest arrival first, a change other than a new
+    # arrival moves none of them, and a dead letter that arrives again comes first
+    assert before == ["b", "a", "c"]
+    assert after == ["a", "b", "c"]
 
 
 async def test_stats_count_by_type_with_the_oldest_and_newest_failure(

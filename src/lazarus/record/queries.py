@@ -70,8 +70,8 @@ async def list_dead_letters(
     where, params = _where(job_type, status, queue)
     total = await db.fetch(f"SELECT COUNT(*) AS n FROM dead_letters{where}", params)
     rows = await db.fetch(
-        f"SELECT {_select(db)} FROM dead_letters{where} ORDER BY failed_at DESC, id DESC "
-        "LIMIT ? OFFSET ?",
+        f"SELECT {_select(db)} FROM dead_letters{where} "
+        "ORDER BY failed_at DESC, arrival DESC, id DESC LIMIT ? OFFSET ?",
         [*params, limit, (page - 1) * limit],
     )
     return RecordPage([_row(r) for r in rows], int(total[0]["n"]), page, limit)

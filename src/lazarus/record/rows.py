@@ -23,12 +23,12 @@ COLUMNS = (
     "original_created_at", "failed_at", "source_queue", "dead_letter_queue", "error_type",
     "reason", "status", "attempts", "stacktrace", "original_opts", "job_delay", "job_attempts",
     "replay_count", "timeline", "archived_at", "resolved_at", "removed_at", "updated_at",
-    "outbox_position",
+    "outbox_position", "arrival",
 )  # fmt: skip
 JSON_COLUMNS = {"job_payload", "attempts", "stacktrace", "original_opts", "timeline"}
 # Times a status sets once; a later change keeps them.
 _KEPT = {"archived_at", "resolved_at", "removed_at"}
-_UPDATED = [c for c in COLUMNS if c != "id"]
+_UPDATED = [c for c in COLUMNS if c not in ("id", "arrival")]
 _UPSERT = (
     f"INSERT INTO dead_letters ({', '.join(COLUMNS)}) VALUES "
     f"({', '.join('?json' if c in JSON_COLUMNS else '?' for c in COLUMNS)}) "
@@ -37,6 +37,9 @@ _UPSERT = (
         f"{c} = COALESCE(excluded.{c}, dead_letters.{c})" if c in _KEPT else f"{c} = excluded.{c}"
         for c in _UPDATED
     )
+    # A dead letter's place among one millisecond's arrivals moves only when it arrives again.
+    + ", arrival = CASE WHEN excluded.failed_at = dead_letters.failed_at "
+    "THEN dead_letters.arrival ELSE excluded.arrival END"
     + " WHERE dead_letters.outbox_position < excluded.outbox_position"
 )
 _EVENT = (
@@ -101,6 +104,7 @@ def dead_letter_row(entry: OutboxEntry, h: Mapping[str, str], status: str) -> di
         "removed_at": at if entry.snapshot else None,
         "updated_at": at or datetime.datetime.now(datetime.timezone.utc),
         "outbox_position": entry.sort_key,
+        "arrival": entry.sort_key,
     }
 
 

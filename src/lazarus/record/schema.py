@@ -44,10 +44,11 @@ _V1 = [
         resolved_at {time},
         removed_at {time},
         updated_at {time} NOT NULL,
-        outbox_position TEXT NOT NULL
+        outbox_position TEXT NOT NULL,
+        arrival TEXT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS dead_letters_job_type ON dead_letters (job_type, failed_at)",
-    "CREATE INDEX IF NOT EXISTS dead_letters_failed_at ON dead_letters (failed_at)",
+    "CREATE INDEX IF NOT EXISTS dead_letters_failed_at ON dead_letters (failed_at, arrival)",
     "CREATE INDEX IF NOT EXISTS dead_letters_status ON dead_letters (status, failed_at)",
     "CREATE INDEX IF NOT EXISTS dead_letters_error_type ON dead_letters (error_type, failed_at)",
     "CREATE INDEX IF NOT EXISTS dead_letters_source ON dead_letters (source_queue, failed_at)",
