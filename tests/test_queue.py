@@ -226,3 +226,27 @@ async def test_jobs_added_without_an_id_get_distinct_uuid4_hex_ids(queue: Queue)
         parsed = uuid.UUID(hex=job_id)
         assert (parsed.hex, parsed.version, parsed.variant) == (job_id, 4, uuid.RFC_4122)
     assert (await queue.get_job_counts())["waiting"] == 201
+
+
+async def test_the_jobs_an_add_returns_equal_what_redis_holds(queue: Queue) -> None:
+    # Given jobs added one by one and in bulk, with options and without
+    added = await queue.add_bulk([{"name": "n", "data": {"i": i}} for i in range(3)])
+    added.append(await queue.add("m", [1, "é"], attempts=3, priority=2, delay=60_000))
+
+    # When each is read back from Redis
+    read = [await queue.get_job(job.id) for job in added]
+
+    # Then each equals the job the add returned, field by field, with lists of its own
+    assert read == added
+    assert added[0].stacktrace is not added[1].stacktrace
+    assert added[0].attempts is not added[1].attempts
+
+
+def test_a_job_built_with_a_wrong_field_raises_type_error_naming_it() -> None:
+    from lazarus.job import Job, JobOptions
+
+    with pytest.raises(TypeError, match="bogus"):
+        Job._build(id="a", name="n", original_data=1, opts=JobOptions(), queue_name="q",
+                   timestamp=1, bogus=1)  # fmt: skip
+    with pytest.raises(TypeError, match="queue_name"):
+        Job._build(id="a", name="n", original_data=1, opts=JobOptions(), timestamp=1)

@@ -123,7 +123,7 @@ def _bare_job(job_id: str, fields: Mapping[str, str], queue_name: str) -> Job:
         opts = JobOptions.from_dict(json.loads(fields.get("opts") or "{}"))
     except (ValueError, TypeError, AttributeError):
         opts = JobOptions()
-    return Job(
+    return Job._build(
         id=job_id, name=fields.get("name", ""), original_data=None, opts=opts,
         queue_name=queue_name, timestamp=number("timestamp"),
         attempts_made=number("attemptsMade"), attempts_started=number("ats"),

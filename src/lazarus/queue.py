@@ -530,7 +530,7 @@ class _Prepared(NamedTuple):
     dedup: Deduplication | None = None
 
     def job(self, queue_name: str, now: int) -> Job:
-        return Job(
+        return Job._build(
             id=self.args[0], name=self.args[1], original_data=self.data, opts=self.opts,
             queue_name=queue_name, timestamp=now, raw_data=self.args[2], opts_json=self.args[3],
         )  # fmt: skip
