@@ -46,6 +46,7 @@ async def seed(
     rng: random.Random,
     start: int = 0,
     at: int | None = None,
+    names: list[str] = NAMES,
 ) -> list[dict[str, Any]]:
     """Write ``count`` dead letters as lazarus 0.1 did (a hash in the waiting list) and move
     them into the store with the real migration; returns what each one holds."""
@@ -55,7 +56,7 @@ async def seed(
         for n in range(start, start + count):
             letter = {
                 "id": f"dl{n:05d}",
-                "name": rng.choice(NAMES),
+                "name": rng.choice(names),
                 "dlq:errorType": rng.choice(ERRORS),
                 "dlq:sourceQueue": rng.choice(SOURCES),
                 "dlq:reason": rng.choice(REASONS),
@@ -181,6 +182,25 @@ async def test_a_page_reports_the_exact_total_when_counters_answer(
 
     assert page.total == len(matching(made, flt))
     assert searched.total is None
+
+
+@pytest.mark.parametrize("prefix", ["a*", "a[", "a", "b.a", "n"])
+async def test_counts_by_name_prefix_match_names_with_glob_characters_exactly(
+    raw: aioredis.Redis, dlq: Queue, prefix: str
+) -> None:
+    # Given names that hold glob characters, and a name that holds another's prefix inside
+    made = await seed(raw, dlq, 60, rng=random.Random(5), names=["a*b.x", "a[b].y", "ab.z",
+                                                                 "b.a*", "xn1:a"])  # fmt: skip
+    flt = DeadLetterFilter(name_prefix=prefix)
+
+    # When they are counted and searched by a name prefix
+    counted = await dlq.count_dead_letters(flt)
+    page = await dlq.search_dead_letters(flt, limit=100)
+
+    # Then both hold exactly the dead letters whose name starts with it
+    expected = {letter["id"] for letter in matching(made, flt)}
+    assert counted == page.total == len(expected)
+    assert {j.id for j in page.jobs} == expected
 
 
 async def test_oldest_first_walk_is_the_reverse_of_newest_first(

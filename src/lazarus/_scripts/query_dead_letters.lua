@@ -187,6 +187,8 @@ if any_of then
   for _, key in ipairs(store_statuses(dl)) do
     if not wanted[key] then excluded[#excluded + 1] = key end
   end
+  -- Only statuses asked for hold dead letters: every entry is in one of them.
+  if #excluded == 0 then status_checked = true end
 end
 
 -- members(chunk): for each entry of a chunk of the drivers, whether it is in every index of

@@ -74,8 +74,14 @@ async def combinations(
         return None
     exact = flt.exact()
     # Fields hold the five parts in order, so the parts a filter names, in order, with
-    # anything between, select a superset of the matches; parsing each removes the rest.
-    parts = [glob_escape(combo_key({code: exact[code]})) for code, _ in INDEXED if code in exact]
+    # anything between, select a superset of the matches; parsing each removes the rest. A
+    # name prefix is a name part of any length that begins with it.
+    parts = []
+    for code, _ in INDEXED:
+        if code in exact:
+            parts.append(glob_escape(combo_key({code: exact[code]})))
+        elif code == "n" and flt.name_prefix:
+            parts.append("n[0-9]*:" + glob_escape(flt.name_prefix))
     pattern = "*" + "*".join(parts) + "*" if parts else None
     return [
         (parse_combination(_text(f)), int(c))
