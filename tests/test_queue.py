@@ -250,3 +250,24 @@ def test_a_job_built_with_a_wrong_field_raises_type_error_naming_it() -> None:
                    timestamp=1, bogus=1)  # fmt: skip
     with pytest.raises(TypeError, match="queue_name"):
         Job._build(id="a", name="n", original_data=1, opts=JobOptions(), timestamp=1)
+
+
+@pytest.mark.parametrize("decode", [False, True])
+async def test_jobs_read_alike_through_clients_that_decode_replies_and_that_do_not(
+    queue: Queue, redis_url: str, decode: bool
+) -> None:
+    # Given a job with text beyond ASCII, read through a client of each kind
+    added = await queue.add("n", {"text": "é ✓"}, attempts=2)
+    client = aioredis.Redis.from_url(redis_url, decode_responses=decode)
+    try:
+        reader = Queue(queue.name, connection=client, prefix=queue.prefix)
+
+        # When it is read by id and in a list
+        one = await reader.get_job(added.id)
+        listed = await reader.get_waiting()
+    finally:
+        await client.aclose()
+
+    # Then both equal the job as added
+    assert one == added
+    assert listed == [added]

@@ -11,7 +11,7 @@ import functools
 import json
 import random
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from . import _codec
@@ -499,12 +499,25 @@ def _opt_int(value: str | None) -> int | None:
     return None if value is None or value == "" else int(value)
 
 
-def fields_from_reply(flat: list[Any]) -> dict[str, str]:
-    """Pair up a flat ``[field, value, ...]`` reply, decoding bytes to str."""
-    it = iter(flat)
-    if all(type(item) is str for item in flat):  # a client that decodes replies already
-        return dict(zip(it, it))
-    return {as_str(k): as_str(v) for k, v in zip(it, it)}
+def fields_from_reply(reply: Mapping[Any, Any] | Sequence[Any]) -> dict[str, str]:
+    """A hash's fields as str: from ``HGETALL``'s mapping, or a flat ``[field, value, ...]``
+    reply, decoding bytes."""
+    if isinstance(reply, Mapping):
+        pairs: Any = reply.items()
+    else:
+        it = iter(reply)
+        pairs = zip(it, it)
+    try:  # the usual reply: bytes throughout
+        return {k.decode(): v.decode() for k, v in pairs}
+    except AttributeError:  # str (a client that decodes replies), or numbers
+        pass
+    if isinstance(reply, Mapping):
+        pairs = reply.items()
+    else:
+        it = iter(reply)
+        pairs = zip(it, it)
+    return {k if type(k) is str else as_str(k): v if type(v) is str else as_str(v)
+            for k, v in pairs}  # fmt: skip
 
 
 def as_str(value: Any) -> str:

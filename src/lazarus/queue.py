@@ -264,7 +264,7 @@ class Queue(
         fields = await self._client.hgetall(self.keys.job(validate_job_id(job_id)))
         if not fields:
             return None
-        job = Job.from_fields(job_id, fields_from_reply(_flatten(fields)), self.name)
+        job = Job.from_fields(job_id, fields_from_reply(fields), self.name)
         return job.bind(self._job_handle)
 
     async def _get_jobs(self, ids: list[str]) -> list[Job]:
@@ -276,9 +276,7 @@ class Queue(
             replies = await pipe.execute()
         handle = self._job_handle
         return [
-            Job.from_fields(_text(job_id), fields_from_reply(_flatten(reply)), self.name).bind(
-                handle
-            )
+            Job.from_fields(_text(job_id), fields_from_reply(reply), self.name).bind(handle)
             for job_id, reply in zip(ids, replies)
             if reply
         ]
@@ -548,12 +546,6 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     return value
-
-
-def _flatten(mapping: Any) -> list[Any]:
-    if isinstance(mapping, Mapping):
-        return [item for pair in mapping.items() for item in pair]
-    return list(mapping)
 
 
 def _text(value: Any) -> str:
