@@ -25,7 +25,7 @@ from lazarus import (
 )
 from lazarus._connection import now_ms
 from lazarus._keys import QueueKeys
-from lazarus.dead_letter import replay
+from lazarus.dead_letter import replay, store
 
 from .conftest import wait_until
 from .procs import fail_as_told
@@ -134,10 +134,13 @@ async def walk_all(dlq: Queue, flt: DeadLetterFilter, limit: int, order: str) ->
 # -- counts, search and stats agree with the entries -----------------------------------------
 
 
+@pytest.mark.parametrize("named", [1_000, 0], ids=["combinations by name", "by pattern"])
 async def test_counts_pages_and_stats_agree_with_the_entries_for_random_filters(
-    raw: aioredis.Redis, dlq: Queue
+    raw: aioredis.Redis, dlq: Queue, named: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given 400 dead letters with random fields
+    # Given 400 dead letters with random fields, counted from combinations read by name (the
+    # few a filter leaves open) or found by pattern (HSCAN MATCH, when they are too many)
+    monkeypatch.setattr(store, "MAX_NAMED", named)
     rng = random.Random(7)
     made = await seed(raw, dlq, 400, rng=rng)
 
@@ -201,6 +204,24 @@ async def test_counts_by_name_prefix_match_names_with_glob_characters_exactly(
     expected = {letter["id"] for letter in matching(made, flt)}
     assert counted == page.total == len(expected)
     assert {j.id for j in page.jobs} == expected
+
+
+async def test_counts_stay_exact_in_a_store_without_value_sets_of_every_field(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    # Given a store whose source queues, error types and reasons have no value sets (as a
+    # store written before they were kept)
+    made = await seed(raw, dlq, 80, rng=random.Random(9))
+    await raw.delete(*(dlq.keys.dl_values(code) for code in "qer"))
+    filters = [DeadLetterFilter(name="sms.send", error_type="KeyError"),
+               DeadLetterFilter(name_prefix="email"), DeadLetterFilter(name_prefix="zz")]
+
+    # When dead letters are counted by several fields and by name prefix
+    counted = [await dlq.count_dead_letters(flt) for flt in filters]
+
+    # Then the counts are those of the entries
+    assert counted == [len(matching(made, flt)) for flt in filters]
+    assert counted[0] > 0 and counted[1] > 0
 
 
 async def test_oldest_first_walk_is_the_reverse_of_newest_first(
@@ -534,10 +555,10 @@ async def store_audit(raw: aioredis.Redis, dlq: Queue) -> dict[str, Any]:
     return {
         "indexes": (actual, expected),
         "counts": ({k: int(v) for k, v in (await raw.hgetall(f"{dl}c")).items()}, dict(combos)),
-        "names": (set(await raw.zrange(f"{dl}v:n", 0, -1)),
-                  {k[len(f"{dl}i:n:"):] for k in expected if k.startswith(f"{dl}i:n:")}),
-        "statuses": (set(await raw.zrange(f"{dl}v:s", 0, -1)),
-                     {k[len(f"{dl}i:s:"):] for k in expected if k.startswith(f"{dl}i:s:")}),
+        **{f"values {code}": (set(await raw.zrange(f"{dl}v:{code}", 0, -1)),
+                              {k[len(f"{dl}i:{code}:"):] for k in expected
+                               if k.startswith(f"{dl}i:{code}:")})
+           for code in "qners"},
         "origins": (await raw.hgetall(f"{dl}o"), origins),
     }  # fmt: skip
 

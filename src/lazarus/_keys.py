@@ -19,7 +19,7 @@ Cluster slot (a name that opens with a tag of its own, ``{payments}-dlq``, is us
     <prefix>:{<queue>}:dl:i:<f>:<v> ZSET   the dead letter store: the dead letters whose
                                            field f has value v, in arrival order (the status
                                            indexes i:s:* partition the store)
-    <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct job names (n) and statuses (s)
+    <prefix>:{<queue>}:dl:v:<f>     ZSET   the distinct values of field f
     <prefix>:{<queue>}:dl:c         HASH   a count per combination of the five field values
     <prefix>:{<queue>}:dl:o         HASH   original job id -> dead letter id
     <prefix>:{<queue>}:dl:x         STREAM the outbox: every change of a dead letter, for the

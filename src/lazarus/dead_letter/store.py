@@ -4,7 +4,7 @@ count hash, distinct values, ends of its indexes.
 The store's keys (``<prefix>:{<dlq>}:dl:*``, see ``docs/redis-keys.md``) are written only by
 the Lua scripts that move dead letters in and out (``includes/store.lua``): one arrival-ordered
 index per value of each exact field (source queue, job name, error type, reason, status), the
-distinct job names and statuses, and a count per combination of the five values, so that any
+distinct values of each field, and a count per combination of the five values, so that any
 combination of exact filters is counted by adding counters, without reading entries.
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+import math
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 # Counts over several exact fields add up the store's combination counters, while there are
 # at most this many distinct combinations; beyond, they are made by a bounded walk.
 MAX_COMBINATIONS = 50_000
+# Counts read the combinations they need by name (one HMGET) while there are at most this many.
+MAX_NAMED = 1_000
+CODES = tuple(code for code, _ in INDEXED)
 ONE_READ = 1_000  # count hash fields HSCAN matches per call (a few ms of Redis at most)
 
 
@@ -67,9 +72,14 @@ async def combinations(
     client: Client, keys: QueueKeys, flt: DeadLetterFilter
 ) -> list[tuple[tuple[str, ...], int]] | None:
     """The store's counts of the combinations of (source queue, name, error type, reason,
-    status) that can match the exact filters of ``flt``: Client picks them out of the count
-    hash by pattern (HSCAN MATCH), so only those cross the wire; ``None`` when the hash holds
-    more than :data:`MAX_COMBINATIONS` (then counts that need them are made by a walk)."""
+    status) that can match the exact filters of ``flt``: read by name (HMGET) when the
+    values held of the fields the filter leaves open make at most :data:`MAX_NAMED` of them,
+    else picked out of the count hash by pattern (HSCAN MATCH), so only those cross the
+    wire; ``None`` when the hash holds more than :data:`MAX_COMBINATIONS` (then counts that
+    need them are made by a walk)."""
+    named = await _named_combinations(client, keys, flt)
+    if named is not None:
+        return named
     if int(await client.hlen(keys.dl_counts)) > MAX_COMBINATIONS:
         return None
     exact = flt.exact()
@@ -87,6 +97,45 @@ async def combinations(
         (parse_combination(_text(f)), int(c))
         async for f, c in client.hscan_iter(keys.dl_counts, match=pattern, count=ONE_READ)
     ]
+
+
+async def _named_combinations(
+    client: Client, keys: QueueKeys, flt: DeadLetterFilter
+) -> list[tuple[tuple[str, ...], int]] | None:
+    """The combinations ``flt`` can match, read by name from the values each open field holds
+    (the store's 'v:' sets); ``None`` when they would be more than :data:`MAX_NAMED`."""
+    exact = flt.exact()
+    open_codes = [code for code, _ in INDEXED if code not in exact]
+    # The names that begin with the prefix, byte-wise, if one is given.
+    prefix = flt.name_prefix.encode() if flt.name_prefix else None
+    names = (b"[" + prefix, b"(" + prefix + b"\xff") if prefix else (b"-", b"+")
+    async with client.pipeline(transaction=False) as pipe:
+        for code in open_codes:
+            pipe.zlexcount(keys.dl_values(code), *(names if code == "n" else (b"-", b"+")))
+        sizes = [int(n) for n in await pipe.execute()]
+    if math.prod(sizes) > MAX_NAMED:
+        return None
+    if 0 in sizes:
+        # No value held for an open field: nothing matches, unless the store predates the
+        # value sets of every field (its count hash holds combinations all the same).
+        legacy = not await client.zcard(keys.dl_values("q")) and await client.hlen(keys.dl_counts)
+        return None if legacy else []
+    async with client.pipeline(transaction=False) as pipe:
+        for code in open_codes:
+            low, high = names if code == "n" else (b"-", b"+")
+            pipe.zrange(keys.dl_values(code), low, high, bylex=True)
+        held = {code: [_text(v) for v in values]
+                for code, values in zip(open_codes, await pipe.execute())}  # fmt: skip
+    if flt.status is None:  # a filter without a status counts the live ones
+        held["s"] = [s for s in held["s"] if s in LIVE_STATUSES]
+    choices = [[exact[code]] if code in exact else held[code] for code, _ in INDEXED]
+    found = list(itertools.product(*choices))
+    if not found:
+        return []
+    counts = await client.hmget(
+        keys.dl_counts, [combo_key(dict(zip(CODES, values))) for values in found]
+    )
+    return [(values, int(c)) for values, c in zip(found, counts) if c is not None]
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -3,8 +3,9 @@
 --   dl .. 'i:<f>:<value>'     ZSET  the ids whose field f has that value, in arrival order:
 --                                   score = dead-lettered at (ms) * 1000 + the sequence mod 1000
 --   dl .. 'seq'               STRING the sequence, which orders one millisecond's arrivals
---   dl .. 'v:<f>'             ZSET  the distinct job names (f = n) and statuses (f = s) held,
---                                   score 0: lexical order
+--   dl .. 'v:<f>'             ZSET  the distinct values of field f held (every field),
+--                                   score 0: lexical order; a count reads the combinations
+--                                   it needs by name from these
 --   dl .. 'c'                 HASH  how many dead letters have each combination of the five
 --                                   values; any subset's count is a sum of these
 --   dl .. 'o'                 HASH  original job id -> dead letter id
@@ -45,8 +46,7 @@ local function store_add(dl, id, values, at, origin)
     redis.call('ZADD', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], score, id)
   end
   redis.call('HINCRBY', dl .. 'c', store_combination(values), 1)
-  redis.call('ZADD', dl .. 'v:n', 'NX', 0, values[2])
-  redis.call('ZADD', dl .. 'v:s', 'NX', 0, values[5])
+  for i = 1, 5 do redis.call('ZADD', dl .. 'v:' .. STORE_CODES[i], 'NX', 0, values[i]) end
   if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
   outbox_append(dl, 'dead-lettered', id, at, values[5], nil, values)
 end
@@ -67,7 +67,7 @@ local function store_remove(dl, id, key, cause, now)
   if redis.call('HINCRBY', dl .. 'c', combination, -1) <= 0 then
     redis.call('HDEL', dl .. 'c', combination)
   end
-  for _, i in ipairs({2, 5}) do
+  for i = 1, 5 do
     if redis.call('EXISTS', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i]) == 0 then
       redis.call('ZREM', dl .. 'v:' .. STORE_CODES[i], values[i])
     end

@@ -47,8 +47,7 @@ local function store_batch_remove(batch, id, key, values, origin, cause, now)
   batch.seen[id] = true
   for i = 1, 5 do store_push(batch.zrem, dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], id) end
   store_count(batch, values, -1)
-  batch.left['n' .. values[2]] = true
-  batch.left['s' .. values[5]] = true
+  for i = 1, 5 do batch.left[STORE_CODES[i] .. values[i]] = true end
   if origin ~= '' then store_push(batch.origins, 'list', origin, id) end
   if cause then outbox_append(dl, cause, id, now, cause, key) end
   return true
