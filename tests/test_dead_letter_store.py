@@ -213,8 +213,11 @@ async def test_counts_stay_exact_in_a_store_without_value_sets_of_every_field(
     # store written before they were kept)
     made = await seed(raw, dlq, 80, rng=random.Random(9))
     await raw.delete(*(dlq.keys.dl_values(code) for code in "qer"))
-    filters = [DeadLetterFilter(name="sms.send", error_type="KeyError"),
-               DeadLetterFilter(name_prefix="email"), DeadLetterFilter(name_prefix="zz")]
+    filters = [
+        DeadLetterFilter(name="sms.send", error_type="KeyError"),
+        DeadLetterFilter(name_prefix="email"),
+        DeadLetterFilter(name_prefix="zz"),
+    ]
 
     # When dead letters are counted by several fields and by name prefix
     counted = [await dlq.count_dead_letters(flt) for flt in filters]
