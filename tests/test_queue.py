@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from lazarus import Backoff, JobNotFoundError, Queue, RedisUnavailableError
+from lazarus._connection import connect
 
-from .conftest import keys_of
+from .conftest import ON_CLUSTER, keys_of
 
 
 async def test_added_job_is_waiting_with_its_data_and_options(queue: Queue) -> None:
@@ -258,7 +261,13 @@ async def test_jobs_read_alike_through_clients_that_decode_replies_and_that_do_n
 ) -> None:
     # Given a job with text beyond ASCII, read through a client of each kind
     added = await queue.add("n", {"text": "é ✓"}, attempts=2)
-    client = aioredis.Redis.from_url(redis_url, decode_responses=decode)
+    client: Any
+    if decode:
+        client = connect(redis_url)  # lazarus's own: replies decoded
+    elif ON_CLUSTER:
+        client = RedisCluster.from_url(redis_url.replace("redis+cluster://", "redis://"))
+    else:
+        client = aioredis.Redis.from_url(redis_url)
     try:
         reader = Queue(queue.name, connection=client, prefix=queue.prefix)
 

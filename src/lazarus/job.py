@@ -503,13 +503,18 @@ def fields_from_reply(reply: Mapping[Any, Any] | Sequence[Any]) -> dict[str, str
     """A hash's fields as str: from ``HGETALL``'s mapping, or a flat ``[field, value, ...]``
     reply, decoding bytes."""
     if isinstance(reply, Mapping):
+        if all(type(v) is str for v in reply.values()):  # a client that decodes replies
+            return {k if type(k) is str else as_str(k): v for k, v in reply.items()}
         pairs: Any = reply.items()
     else:
+        if all(type(item) is str for item in reply):
+            it = iter(reply)
+            return dict(zip(it, it))
         it = iter(reply)
         pairs = zip(it, it)
-    try:  # the usual reply: bytes throughout
+    try:  # a client that does not: bytes throughout
         return {k.decode(): v.decode() for k, v in pairs}
-    except AttributeError:  # str (a client that decodes replies), or numbers
+    except AttributeError:  # some of each, or numbers
         pass
     if isinstance(reply, Mapping):
         pairs = reply.items()

@@ -91,10 +91,29 @@ local function store_flush(batch)
       redis.call('ZADD', key, unpack(pairs_, i, math.min(i + 999, #pairs_)))
     end
   end
+  -- The counts: read together, written together (a combination of no dead letter goes).
+  local names, deltas = {}, {}
   for combination, delta in pairs(batch.counts) do
-    if delta ~= 0 and redis.call('HINCRBY', dl .. 'c', combination, delta) <= 0 then
-      redis.call('HDEL', dl .. 'c', combination)
+    if delta ~= 0 then
+      names[#names + 1] = combination
+      deltas[#deltas + 1] = delta
     end
+  end
+  for first = 1, #names, 1000 do
+    local last = math.min(first + 999, #names)
+    local held = redis.call('HMGET', dl .. 'c', unpack(names, first, last))
+    local set, gone = {}, {}
+    for i = first, last do
+      local count = (tonumber(held[i - first + 1]) or 0) + deltas[i]
+      if count > 0 then
+        set[#set + 1] = names[i]
+        set[#set + 1] = string.format('%d', count)
+      else
+        gone[#gone + 1] = names[i]
+      end
+    end
+    if #set > 0 then redis.call('HSET', dl .. 'c', unpack(set)) end
+    if #gone > 0 then redis.call('HDEL', dl .. 'c', unpack(gone)) end
   end
   for status in pairs(batch.entered) do redis.call('ZADD', dl .. 'v:s', 'NX', 0, status) end
   for coded in pairs(batch.left) do
