@@ -83,6 +83,33 @@ async def test_dead_letters_of_one_millisecond_list_newest_arrival_first(db: Dat
     assert after == ["a", "b", "c"]
 
 
+async def test_dead_letters_copied_from_the_store_keep_its_order_within_a_millisecond(
+    dlq: Queue, record: Record, raw: aioredis.Redis, prefix: str
+) -> None:
+    # Given four dead letters of one millisecond, in the store before the record's outbox
+    # was on, whose ids sort against their arrival order
+    async with raw.pipeline(transaction=False) as pipe:
+        for letter in ["c", "a", "d", "b"]:
+            pipe.hset(dlq.keys.job(letter), mapping={
+                "name": "n", "data": "1", "timestamp": 5000, "dlq:sourceQueue": "q",
+                "dlq:deadLetteredAt": 5000, "dlq:originalJobId": f"o{letter}",
+                "dlq:reason": "unrecoverable", "dlq:errorType": "E", "dlq:failedReason": "x",
+                "dlq:originalOpts": "{}", "dlq:stacktrace": "[]", "dlq:attempts": "[]",
+            })  # fmt: skip
+            pipe.lpush(dlq.keys.wait, letter)
+        await pipe.execute()
+    assert await dlq.migrate_dead_letters() == 4
+
+    # When the record copies them and lists them
+    await export(raw, record, prefix, dlq)
+    listed = [r["id"] for r in (await record.list(limit=10)).rows]
+
+    # Then it lists them in the store's order, newest arrival first
+    stored = [j.id for j in await dlq.find_dead_letters(limit=10)]
+    assert listed == stored
+    assert sorted(stored) == ["a", "b", "c", "d"] and stored != ["d", "c", "b", "a"]
+
+
 async def test_stats_count_by_type_with_the_oldest_and_newest_failure(
     queue: Queue, dlq: Queue, make_worker: MakeWorker, record: Record, raw: aioredis.Redis,
     prefix: str,

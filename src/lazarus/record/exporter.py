@@ -102,12 +102,23 @@ class RecordExporter:
         # that any change recorded in the outbox since then wins over them.
         keys = self.outbox.keys(queue)
         statuses: Any = await self.redis.zrange(keys.dl_values("s"), 0, -1)
+        # Each keeps its place among the arrivals: its store score, dead-lettered at (ms) *
+        # 1000 + a sequence, read as a stream position.
         for index in [keys.dl_index("s", str(status)) for status in statuses]:
             start = 0
-            while ids := await self.redis.zrange(index, start, start + self.batch - 1):
-                start += len(ids)
+            while True:
+                found: Any = await self.redis.zrange(
+                    index, start, start + self.batch - 1, withscores=True
+                )
+                if not found:
+                    break
+                start += len(found)
                 now = int(time.time() * 1000)
-                entries = [OutboxEntry(queue, "0-0", "recorded", str(i), now, "", {}) for i in ids]
+                entries = [
+                    OutboxEntry(queue, "0-0", "recorded", str(i), now, "", {},
+                                arrival=f"{int(score) // 1000}-{int(score) % 1000}")
+                    for i, score in found
+                ]  # fmt: skip
                 await self.apply(entries)
 
     async def run(self, stop: asyncio.Event, *, idle: float = 1.0) -> None:

@@ -31,7 +31,9 @@ class OutboxEntry:
     happened. ``snapshot`` holds the dead letter's fields when the change removed it, else is
     empty (the dead letter's hash is still there to read). ``values`` holds, on arrival, the
     dead letter's indexed values (``q`` source queue, ``n`` name, ``e`` error type, ``r``
-    reason).
+    reason). ``arrival``, when given, places the dead letter among its queue's arrivals in
+    place of ``position`` (a dead letter copied from the store rather than read from the
+    outbox: its position is 0-0, which any later change outranks).
     """
 
     queue: str
@@ -42,12 +44,23 @@ class OutboxEntry:
     status: str
     snapshot: Mapping[str, str]
     values: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    arrival: str = ""
 
     @property
     def sort_key(self) -> str:
         """``position`` as text that sorts in stream order (for the record's guard column)."""
-        ms, _, seq = self.position.partition("-")
-        return f"{int(ms):015d}-{int(seq or 0):010d}"
+        return stream_order(self.position)
+
+    @property
+    def arrival_key(self) -> str:
+        """Where the dead letter arrived, as text that sorts in stream order."""
+        return stream_order(self.arrival or self.position)
+
+
+def stream_order(position: str) -> str:
+    """A stream entry id (``<ms>-<seq>``) as text that sorts in stream order."""
+    ms, _, seq = position.partition("-")
+    return f"{int(ms):015d}-{int(seq or 0):010d}"
 
 
 def parse_entry(queue: str, position: str, fields: Mapping[str, str]) -> OutboxEntry:

@@ -104,7 +104,7 @@ def dead_letter_row(entry: OutboxEntry, h: Mapping[str, str], status: str) -> di
         "removed_at": at if entry.snapshot else None,
         "updated_at": at or datetime.datetime.now(datetime.timezone.utc),
         "outbox_position": entry.sort_key,
-        "arrival": entry.sort_key,
+        "arrival": entry.arrival_key,
     }
 
 
