@@ -501,28 +501,19 @@ def _opt_int(value: str | None) -> int | None:
 
 def fields_from_reply(reply: Mapping[Any, Any] | Sequence[Any]) -> dict[str, str]:
     """A hash's fields as str: from ``HGETALL``'s mapping, or a flat ``[field, value, ...]``
-    reply, decoding bytes."""
+    reply; bytes are decoded (str, from a client that decodes replies, are kept)."""
+    try:
+        return {k if type(k) is str else k.decode(): v if type(v) is str else v.decode()
+                for k, v in _pairs(reply)}  # fmt: skip
+    except AttributeError:  # numbers
+        return {as_str(k): as_str(v) for k, v in _pairs(reply)}
+
+
+def _pairs(reply: Mapping[Any, Any] | Sequence[Any]) -> Any:
     if isinstance(reply, Mapping):
-        if all(type(v) is str for v in reply.values()):  # a client that decodes replies
-            return {k if type(k) is str else as_str(k): v for k, v in reply.items()}
-        pairs: Any = reply.items()
-    else:
-        if all(type(item) is str for item in reply):
-            it = iter(reply)
-            return dict(zip(it, it))
-        it = iter(reply)
-        pairs = zip(it, it)
-    try:  # a client that does not: bytes throughout
-        return {k.decode(): v.decode() for k, v in pairs}
-    except AttributeError:  # some of each, or numbers
-        pass
-    if isinstance(reply, Mapping):
-        pairs = reply.items()
-    else:
-        it = iter(reply)
-        pairs = zip(it, it)
-    return {k if type(k) is str else as_str(k): v if type(v) is str else as_str(v)
-            for k, v in pairs}  # fmt: skip
+        return reply.items()
+    it = iter(reply)
+    return zip(it, it)
 
 
 def as_str(value: Any) -> str:
