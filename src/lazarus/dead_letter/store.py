@@ -110,22 +110,18 @@ async def _named_combinations(
     prefix = flt.name_prefix.encode() if flt.name_prefix else None
     names = (b"[" + prefix, b"(" + prefix + b"\xff") if prefix else (b"-", b"+")
     async with client.pipeline(transaction=False) as pipe:
-        for code in open_codes:
-            pipe.zlexcount(keys.dl_values(code), *(names if code == "n" else (b"-", b"+")))
-        sizes = [int(n) for n in await pipe.execute()]
-    if math.prod(sizes) > MAX_NAMED:
+        for code in open_codes:  # a field with more values than MAX_NAMED rules it out
+            low, high = names if code == "n" else (b"-", b"+")
+            pipe.zrange(keys.dl_values(code), low, high, bylex=True, offset=0, num=MAX_NAMED + 1)
+        held = {code: [_text(v) for v in values]
+                for code, values in zip(open_codes, await pipe.execute())}  # fmt: skip
+    if math.prod(len(values) for values in held.values()) > MAX_NAMED:
         return None
-    if 0 in sizes:
+    if not all(held.values()):
         # No value held for an open field: nothing matches, unless the store predates the
         # value sets of every field (its count hash holds combinations all the same).
         legacy = not await client.zcard(keys.dl_values("q")) and await client.hlen(keys.dl_counts)
         return None if legacy else []
-    async with client.pipeline(transaction=False) as pipe:
-        for code in open_codes:
-            low, high = names if code == "n" else (b"-", b"+")
-            pipe.zrange(keys.dl_values(code), low, high, bylex=True)
-        held = {code: [_text(v) for v in values]
-                for code, values in zip(open_codes, await pipe.execute())}  # fmt: skip
     if flt.status is None:  # a filter without a status counts the live ones
         held["s"] = [s for s in held["s"] if s in LIVE_STATUSES]
     choices = [[exact[code]] if code in exact else held[code] for code, _ in INDEXED]
