@@ -124,7 +124,7 @@ def records(n: int, now_ms: int, seed: int) -> Iterator[tuple[str, list[str]]]:
             "dlq:reason", reason, "dlq:replayCount", "0", "dlq:priority", "0",
             "dlq:delay", "0", "dlq:atm", "3",
         ]  # fmt: skip
-        yield f"{rng.getrandbits(128):032x}", fields
+        yield f"{rng.getrandbits(112):028x}", fields  # 28 hex digits, as lazarus makes them
 
 
 def write_legacy(url: str, n: int, *, seed: int = 7, chunk: int = 1000) -> float:

@@ -566,6 +566,42 @@ async def store_audit(raw: aioredis.Redis, dlq: Queue) -> dict[str, Any]:
     }  # fmt: skip
 
 
+async def test_one_by_one_arrivals_transitions_and_purges_keep_every_index_exact(
+    raw: aioredis.Redis, queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given jobs a worker dead-letters one by one, several sharing each combination of values
+    plan = [(n, e) for n in ("a", "b") for e in ("TimeoutError", "ValueError")] * 3
+    for name, error in plan:
+        await queue.add(name, {"error": error})
+    make_worker(fail_as_told, dead_letter_queue=dlq.name)
+    await wait_until(lambda: _holds(dlq, len(plan)), message="every job dead-lettered")
+    letters = await dlq.find_dead_letters(limit=100)
+    assert all(len(j.id) == 28 and int(j.id, 16) >= 0 for j in letters)
+    assert len({j.id for j in letters}) == len(plan)
+
+    # When some change status one at a time (one leaves a status, and its combination, empty
+    # behind it) and others are purged or removed one at a time (the last of an error type
+    # among them)
+    by_combo: dict[tuple[str, str], list[Job]] = {}
+    for job in letters:
+        assert job.dead_letter is not None
+        by_combo.setdefault((job.name, job.dead_letter.error_type), []).append(job)
+    for job in by_combo[("a", "TimeoutError")]:
+        await dlq.archive_dead_letter(job.id, actor="operator:ops")
+    await dlq.flag_dead_letter(by_combo[("b", "TimeoutError")][0].id, actor="operator:ops")
+    await dlq.reopen_dead_letter(by_combo[("b", "TimeoutError")][0].id, actor="operator:ops")
+    for job in by_combo[("a", "ValueError")]:
+        await dlq.purge_dead_letter(job.id)
+    for job in by_combo[("b", "ValueError")]:
+        await dlq.remove(job.id)
+
+    # Then every index, count, set of values and lookup is what the hashes say
+    for part, (actual, expected) in (await store_audit(raw, dlq)).items():
+        assert actual == expected, part
+    assert set(await raw.zrange(f"{dlq.keys.dl}v:s", 0, -1)) == {"archived", "pending"}
+    assert set(await raw.zrange(f"{dlq.keys.dl}v:e", 0, -1)) == {"TimeoutError"}
+
+
 async def test_bulk_purge_and_replay_leave_every_index_count_and_lookup_exact(
     raw: aioredis.Redis, dlq: Queue
 ) -> None:

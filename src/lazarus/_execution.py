@@ -22,7 +22,7 @@ from ._backoff import BackoffStrategy, retry_delay
 from ._connection import Client, now_ms
 from ._entry import NonRetryable, is_non_retryable
 from ._failure import failure_reason, format_stack
-from ._keys import QueueKeys, new_id, validate_job_id
+from ._keys import QueueKeys, new_dead_letter_id, validate_job_id
 from .errors import (
     DeadLetterError,
     JobTimeoutError,
@@ -56,7 +56,7 @@ class ClaimedJob:
     def dead_letter_id(self) -> str:
         """The id a dead letter of this attempt gets: chosen once, so that every send of the
         outcome names the same one."""
-        return new_id()
+        return new_dead_letter_id()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,14 +60,15 @@ local dlq = (has_dlq and not across) and {dl = KEYS[12], marker = KEYS[13], even
   meta = KEYS[15], job_prefix = KEYS[16]} or nil
 local limit = tonumber(ARGV[6])
 
--- dead_letter_id(id, attempt): 32 hex digits from the job and now; the first id not in use.
+-- dead_letter_id(id, attempt): 28 hex digits (as new dead letter ids have) from the job and
+-- now; the first id not in use.
 local function dead_letter_id(id, attempt)
   local seed = ARGV[4] .. '\0' .. id .. '\0' .. attempt .. '\0' .. ARGV[1]
-  local dl_id, n = string.sub(redis.sha1hex(seed), 1, 32), 0
+  local dl_id, n = string.sub(redis.sha1hex(seed), 1, 28), 0
   if across then return dl_id end  -- the target's keys are out of reach; now makes it unique
   while redis.call('EXISTS', dlq.job_prefix .. dl_id) == 1 do
     n = n + 1
-    dl_id = string.sub(redis.sha1hex(seed .. '\0' .. n), 1, 32)
+    dl_id = string.sub(redis.sha1hex(seed .. '\0' .. n), 1, 28)
   end
   return dl_id
 end

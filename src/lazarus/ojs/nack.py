@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from typing import Any
 
 from .. import _scripts
+from .._keys import new_dead_letter_id
 from .backend import MEMO_LOCK_MS, Backend, Loaded
 from .errors import OjsError
 from .retry import Decision, decide, parse_policy
@@ -132,7 +132,7 @@ async def _end(
     if decision.kind == "dead_letter":
         dlq = backend.keys(backend.dead_letter_queue)
         await backend.client.sadd(dlq.dead_letter_registry, backend.dead_letter_queue)
-        dl_id = uuid.uuid4().hex
+        dl_id = new_dead_letter_id()
         reply = await _scripts.load("dead_letter_job")(
             backend.client, [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo],
             [loaded.id, token, now, *failure, reason, loaded.queue, backend.dead_letter_queue,

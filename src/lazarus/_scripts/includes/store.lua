@@ -45,8 +45,10 @@ local function store_add(dl, id, values, at, origin)
   for i = 1, 5 do
     redis.call('ZADD', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], score, id)
   end
-  redis.call('HINCRBY', dl .. 'c', store_combination(values), 1)
-  for i = 1, 5 do redis.call('ZADD', dl .. 'v:' .. STORE_CODES[i], 'NX', 0, values[i]) end
+  -- A combination held already means each of its values is in its 'v:' set.
+  if redis.call('HINCRBY', dl .. 'c', store_combination(values), 1) == 1 then
+    for i = 1, 5 do redis.call('ZADD', dl .. 'v:' .. STORE_CODES[i], 'NX', 0, values[i]) end
+  end
   if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
   outbox_append(dl, 'dead-lettered', id, at, values[5], nil, values)
 end
@@ -64,12 +66,13 @@ local function store_remove(dl, id, key, cause, now)
     redis.call('ZREM', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], id)
   end
   local combination = store_combination(values)
+  -- While its combination is held, another dead letter keeps each of its values.
   if redis.call('HINCRBY', dl .. 'c', combination, -1) <= 0 then
     redis.call('HDEL', dl .. 'c', combination)
-  end
-  for i = 1, 5 do
-    if redis.call('EXISTS', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i]) == 0 then
-      redis.call('ZREM', dl .. 'v:' .. STORE_CODES[i], values[i])
+    for i = 1, 5 do
+      if redis.call('EXISTS', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i]) == 0 then
+        redis.call('ZREM', dl .. 'v:' .. STORE_CODES[i], values[i])
+      end
     end
   end
   if origin ~= '' and redis.call('HGET', dl .. 'o', origin) == id then
@@ -123,11 +126,16 @@ local function store_set_status(dl, id, key, status, now, actor, note, extra)
     redis.call('ZREM', dl .. 'i:s:' .. from, id)
     redis.call('ZADD', dl .. 'i:s:' .. status, score, id)
     local old = store_combination(values)
-    if redis.call('HINCRBY', dl .. 'c', old, -1) <= 0 then redis.call('HDEL', dl .. 'c', old) end
+    if redis.call('HINCRBY', dl .. 'c', old, -1) <= 0 then
+      redis.call('HDEL', dl .. 'c', old)
+      if redis.call('EXISTS', dl .. 'i:s:' .. from) == 0 then
+        redis.call('ZREM', dl .. 'v:s', from)
+      end
+    end
     values[5] = status
-    redis.call('HINCRBY', dl .. 'c', store_combination(values), 1)
-    redis.call('ZADD', dl .. 'v:s', 'NX', 0, status)
-    if redis.call('EXISTS', dl .. 'i:s:' .. from) == 0 then redis.call('ZREM', dl .. 'v:s', from) end
+    if redis.call('HINCRBY', dl .. 'c', store_combination(values), 1) == 1 then
+      redis.call('ZADD', dl .. 'v:s', 'NX', 0, status)
+    end
   end
   redis.call('HSET', key, 'dlq:status', status, 'dlq:statusAt', now)
   json_append(key, 'dlq:timeline', store_timeline_entry(now, from, status, actor, note, extra))
