@@ -245,6 +245,30 @@ async def test_the_jobs_an_add_returns_equal_what_redis_holds(queue: Queue) -> N
     assert added[0].attempts is not added[1].attempts
 
 
+async def test_a_bulk_over_several_calls_returns_the_existing_job_where_an_id_is_taken(
+    queue: Queue,
+) -> None:
+    # Given a job with a known id, and a bulk of 1,200 (three script calls) that names it
+    # twice (in its first and its last call) among jobs of every kind
+    first = await queue.add("kept", {"v": "first"}, job_id="known")
+    specs: list[dict[str, Any]] = [
+        {"name": "n", "data": {"i": i}, "priority": i % 3, "delay": 60_000 * (i % 5 == 0)}
+        for i in range(1_200)
+    ]
+    specs[7] = {"name": "again", "data": {"v": "second"}, "job_id": "known"}
+    specs[1_150] = {"name": "again", "data": {"v": "third"}, "job_id": "known"}
+
+    # When it is added
+    added = await queue.add_bulk(specs)
+
+    # Then the taken id returns the job that holds it, every other job is as Redis holds it
+    assert added[7] == added[1_150] == first == await queue.get_job("known")
+    read = [await queue.get_job(job.id) for job in added]
+    assert read == added
+    counts = await queue.get_job_counts()
+    assert counts["waiting"] + counts["prioritized"] + counts["delayed"] == 1_199
+
+
 def test_a_job_built_with_a_wrong_field_raises_type_error_naming_it() -> None:
     from lazarus.job import Job, JobOptions
 

@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
@@ -227,33 +228,55 @@ class Queue(
                 for p in chunk:
                     args += NO_DEDUPLICATION if p.dedup is None else p.dedup.args()
             calls.append((keys, args))
+        if len(prepared) == 1:  # a single add: one EVALSHA, no task to schedule
+            result = await script(self._client, *calls[0])
+            return await self._jobs_added(prepared, result, self._built(prepared, now))
+        # The jobs are built while Redis runs the calls, which were written first: most
+        # replies only confirm them.
+        sending = (
+            script(self._client, *calls[0]) if len(calls) == 1 else self._send_chunks(script, calls)
+        )
+        sent = asyncio.ensure_future(sending)
+        try:
+            await asyncio.sleep(0)  # let it write the calls before the loop below
+            built = self._built(prepared, now)
+            results = await sent
+        finally:
+            sent.cancel()  # a no-op once done; else (we were cancelled) the calls' task too
+        return await self._jobs_added(prepared, results, built)
+
+    async def _send_chunks(
+        self, script: _scripts.Script, calls: list[tuple[list[str], list[Any]]]
+    ) -> list[Any]:
+        """The replies of ``calls``: one pipeline per few chunks, in order on one connection,
+        one round trip each."""
         results: list[Any] = []
-        # One pipeline per few chunks: in order on one connection, one round trip each.
-        if len(calls) == 1:  # a single add: one EVALSHA, no pipeline to build and reset
-            return await self._jobs_added(prepared, await script(self._client, *calls[0]), now)
         for start in range(0, len(calls), BULK_IN_FLIGHT):
             for batch in await script.call_many(
                 self._client, calls[start : start + BULK_IN_FLIGHT]
             ):
                 results += batch
-        return await self._jobs_added(prepared, results, now)
+        return results
+
+    def _built(self, prepared: list[_Prepared], now: int) -> list[Job]:
+        handle = self._job_handle
+        return [p.job(self.name, now).bind(handle) for p in prepared]
 
     async def _jobs_added(
-        self, prepared: list[_Prepared], results: list[Any], now: int
+        self, prepared: list[_Prepared], results: list[Any], built: list[Job]
     ) -> list[Job]:
-        """The jobs an add returns: the existing one where the id was taken already, or where
-        another job holds the deduplication id."""
-        jobs, handle = [], self._job_handle
-        for p, result in zip(prepared, results):
+        """The jobs an add returns (``built``, as written), but the existing one where the id
+        was taken already, or where another job holds the deduplication id."""
+        jobs = built
+        for index, (p, result) in enumerate(zip(prepared, results)):
             holder = _text(result[0]) if isinstance(result, list) else None
             if result == ErrorCode.JOB_EXISTS or holder is not None:
                 existing = await self.get_job(holder or p.args[0])
                 if existing is not None:
-                    jobs.append(existing)
-                    continue
-            job = p.job(self.name, now).bind(handle)
-            # A holder gone meanwhile (removed by retention, say): its id is what is known.
-            jobs.append(job if holder is None else dataclasses.replace(job, id=holder))
+                    jobs[index] = existing
+                elif holder is not None:
+                    # A holder gone meanwhile (removed by retention, say): its id is known.
+                    jobs[index] = dataclasses.replace(jobs[index], id=holder)
         return jobs
 
     # -- reading ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@ local q = queue_keys(1)
 local now = tonumber(ARGV[1])
 local maxlen = ARGV[2]
 local results = {}
+local pushed = {}  -- the ids for the wait list, pushed together at the end
 local dedup = 3 + (#KEYS - 10) * 7  -- the first deduplication argument, if any
 for i = 11, #KEYS do
   local a = 3 + (i - 11) * 7
@@ -54,8 +55,9 @@ for i = 11, #KEYS do
         'timestamp', now, 'delay', delay, 'priority', priority, 'atm', ARGV[a + 6],
         'attemptsMade', 0)
       if dedup_id ~= '' then redis.call('HSET', key, 'deid', dedup_id) end
-      results[#results + 1] = enqueue(q, ARGV[a], priority, delay, now, maxlen)
+      results[#results + 1] = enqueue(q, ARGV[a], priority, delay, now, maxlen, pushed)
     end
   end
 end
+enqueue_push(q, pushed)
 return results

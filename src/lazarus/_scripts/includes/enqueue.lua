@@ -1,6 +1,8 @@
--- enqueue(q, id, priority, delay, now, maxlen): place a job that is ready or delayed into the
--- right structure of queue q (a table of keys: wait, prioritized, pc, delayed, marker, events),
--- record its event and wake an idle worker. Returns the state the job entered.
+-- enqueue(q, id, priority, delay, now, maxlen, pushed): place a job that is ready or delayed
+-- into the right structure of queue q (a table of keys: wait, prioritized, pc, delayed, marker,
+-- events), record its event and wake an idle worker. Returns the state the job entered. With
+-- `pushed` (a list), a job for the wait list is appended to it instead, for the caller to LPUSH
+-- with the others in one command (enqueue_push) before the script ends.
 -- The markers set by this script call: one ZADD wakes the workers, however many jobs follow
 -- (only a worker's BZPOPMIN takes the marker away, never a script).
 local enqueue_marked = {}
@@ -11,7 +13,7 @@ local function enqueue_mark(q)
   end
 end
 
-local function enqueue(q, id, priority, delay, now, maxlen)
+local function enqueue(q, id, priority, delay, now, maxlen, pushed)
   if delay > 0 then
     local due = now + delay
     redis.call('ZADD', q.delayed, due, id)
@@ -22,6 +24,8 @@ local function enqueue(q, id, priority, delay, now, maxlen)
   if priority > 0 then
     local counter = redis.call('INCR', q.pc) % 4294967296
     redis.call('ZADD', q.prioritized, priority * 4294967296 + counter, id)
+  elseif pushed then
+    pushed[#pushed + 1] = id
   else
     redis.call('LPUSH', q.wait, id)
   end
@@ -29,4 +33,11 @@ local function enqueue(q, id, priority, delay, now, maxlen)
   emit(q.events, maxlen, 'waiting', 'jobId', id)
   if priority > 0 then return 'prioritized' end
   return 'waiting'
+end
+
+-- enqueue_push(q, pushed): LPUSH the ids that enqueue gathered in `pushed`, in their order.
+local function enqueue_push(q, pushed)
+  for i = 1, #pushed, 1000 do
+    redis.call('LPUSH', q.wait, unpack(pushed, i, math.min(i + 999, #pushed)))
+  end
 end
