@@ -634,6 +634,32 @@ async def test_bulk_purge_and_replay_leave_every_index_count_and_lookup_exact(
         assert {j.id for j in found} == live and await dlq.count_dead_letters(flt) == len(live)
 
 
+async def test_replay_and_purge_send_again_what_a_call_left_until_each_item_has_its_result(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    # Given 40 dead letters
+    ids = [letter["id"] for letter in await seed(raw, dlq, 40, rng=random.Random(5))]
+
+    # When half is replayed and half purged (one named twice, one unknown) with a time budget
+    # that lets each script call handle four
+    replayed = await replay.replay(dlq.client, dlq.keys, dlq.max_events, "jobs",
+                                   [(i, replay.KEEP) for i in ids[:20]], budget_us=1)  # fmt: skip
+    purged = await replay.purge(
+        dlq.client, dlq.keys, dlq.max_events, [*ids[20:], ids[20], "nope"], budget_us=1
+    )
+
+    # Then every item has its own result, in order, and each new job is its own dead letter's
+    assert [state for _, state in replayed] == ["waiting"] * 20
+    jobs = QueueKeys(dlq.keys.prefix, "jobs")
+    assert [await raw.hget(jobs.job(new_id), "replayOf") for new_id, _ in replayed] == ids[:20]
+    assert purged == [1] * 20 + [-1, -1]
+    # And it took many calls: each 'purged' event counts four at most
+    counts = [int(f["count"]) for _, f in await raw.xrange(dlq.keys.events)
+              if f.get("event") == "purged"]  # fmt: skip
+    assert sum(counts) == 20 and len(counts) >= 5 and max(counts) <= 4
+    assert await dlq.count_dead_letters() == 0
+
+
 async def test_a_substring_search_out_of_time_returns_a_cursor_that_resumes_where_it_stopped(
     raw: aioredis.Redis, dlq: Queue
 ) -> None:

@@ -145,7 +145,7 @@ async def replay(
         if result != "moving":
             states.append(result)
             continue
-        new_id = str(args[8 + index * 6])
+        new_id = str(args[9 + index * 6])
         try:
             raw: Any = await client.hget(source.moves, "replay:" + new_id)
             state = await arrive(client, source.prefix, str(raw), max_events)

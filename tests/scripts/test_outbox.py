@@ -27,7 +27,9 @@ async def test_no_entry_is_appended_while_the_outbox_is_off(
 ) -> None:
     await make_dead_letter(raw, d, "d1")
 
-    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", "d1"])
+    await call(
+        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "d1"]
+    )
 
     assert await raw.exists(d.dl_outbox) == 0
 
@@ -54,7 +56,9 @@ async def test_purge_appends_an_entry_with_the_dead_letters_fields_as_they_were(
     await raw.set(d.dl_outbox_enabled, "1")
     await make_dead_letter(raw, d, "d1", data='{"b":1,"a":12345678901234567890}')
 
-    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", "d1"])
+    await call(
+        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "d1"]
+    )
 
     arrival, purge = await entries(raw, d)
     assert arrival["event"] == "dead-lettered"
@@ -70,6 +74,8 @@ async def test_a_purge_that_finds_nothing_appends_nothing(
 ) -> None:
     await raw.set(d.dl_outbox_enabled, "1")
 
-    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("x")], [MAXLEN, "", "x"])
+    await call(
+        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("x")], [MAXLEN, "", 2000, "x"]
+    )
 
     assert await raw.exists(d.dl_outbox) == 0

@@ -196,7 +196,7 @@ def replay_keys(d: QueueKeys, k: QueueKeys, pairs: list[tuple[str, str]]) -> lis
     return keys
 
 
-REPLAY_HEAD = [NOW, MAXLEN, "src", "dlq", "operator:ada", "", ""]
+REPLAY_HEAD = [NOW, MAXLEN, "src", "dlq", "operator:ada", "", "", 2000]  # ..., budget_us
 
 
 async def test_replay_creates_the_job_and_moves_the_dead_letter_to_processing(
@@ -315,7 +315,7 @@ async def test_purge_codes_event_and_counts(raw: aioredis.Redis, d: QueueKeys) -
         raw,
         "purge_dead_letters",
         [d.dl, d.events, d.meta, d.job("d1"), d.job("plain"), d.job("zz")],
-        [MAXLEN, "", "d1", "plain", "zz"],
+        [MAXLEN, "", 2000, "d1", "plain", "zz"],
     )
 
     assert result == [1, -4, -1]
@@ -326,13 +326,40 @@ async def test_purge_codes_event_and_counts(raw: aioredis.Redis, d: QueueKeys) -
     assert (await events(raw, d))[-1] == {"event": "purged", "count": "1", "jobIds": "d1"}
 
 
+async def test_purge_and_replay_stop_when_their_time_budget_runs_out(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    # Given ten dead letters
+    ids = [f"d{i}" for i in range(10)]
+    for dl_id in ids:
+        await make_dead_letter(raw, d, dl_id)
+
+    # When a purge of the first five and a replay of the last five are each sent with a budget
+    # of one microsecond (spent by the time the clock is read, at the fourth dead letter)
+    purged = await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta,
+                        *(d.job(i) for i in ids[:5])], [MAXLEN, "", 1, *ids[:5]])  # fmt: skip
+    pairs = [(dl_id, f"n{dl_id}") for dl_id in ids[5:]]
+    head = [*REPLAY_HEAD[:-1], 1]
+    replayed = await call(raw, "replay_dead_letters", replay_keys(d, k, pairs),
+                          [*head, *(v for p in pairs for v in (*p, "", "", "", ""))])  # fmt: skip
+
+    # Then each handled the first four only, and left the fifth as it was
+    assert purged == [1, 1, 1, 1]
+    assert replayed == ["waiting"] * 4
+    assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["d4", "d9"]
+    assert await raw.lrange(k.wait, 0, -1) == ["nd8", "nd7", "nd6", "nd5"]
+    assert await raw.hget(d.meta, "count:purged") == "4"
+
+
 async def test_purge_of_the_last_of_a_value_forgets_the_value(
     raw: aioredis.Redis, d: QueueKeys
 ) -> None:
     await make_dead_letter(raw, d, "d1", name="sms")
     await make_dead_letter(raw, d, "d2")
 
-    await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", "d1"])
+    await call(
+        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "d1"]
+    )
 
     assert await raw.zrange(d.dl_values("n"), 0, -1) == ["email"]
     assert len(await raw.hgetall(d.dl_counts)) == 1

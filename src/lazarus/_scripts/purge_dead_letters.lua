@@ -10,9 +10,12 @@
   ARGV[1]  maxlen
   ARGV[2]  statuses         the statuses a dead letter must be in to go, comma-separated
                             ('' for any): a bulk purge leaves one that left them meanwhile
-  ARGV[3..] dead_letter_id
+  ARGV[3]  budget_us        the call's time budget, microseconds: half for the loop over the
+                            items (includes/budget.lua), half for the batched index writes
+  ARGV[4..] dead_letter_id
 
-  Returns: one entry per dead letter: 1 purged, -1 JOB_NOT_FOUND (gone already),
+  Returns: one entry per dead letter handled, in order (fewer than given when the budget ran
+           out: the caller sends the rest again): 1 purged, -1 JOB_NOT_FOUND (gone already),
            -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not in the store: a worker on
            the dead letter queue holds it; or not in one of the statuses; untouched).
   Events:  purged (count, jobIds: the first 100 ids, comma-separated) when any were purged
@@ -22,6 +25,7 @@
 -- @include events
 -- @include store_batch
 -- @include job_logs
+-- @include budget
 
 local results, purged, dropped = {}, {}, {}
 local count = 0
@@ -31,8 +35,9 @@ if ARGV[2] ~= '' then
   for status in string.gmatch(ARGV[2], '[^,]+') do allowed[status] = true end
 end
 local batch = store_batch(KEYS[1])
+budget_start((tonumber(ARGV[3]) or 3000) / 2)  -- the other half: store_flush's batched writes
 for i = 4, #KEYS do
-  local id = ARGV[i - 1]
+  local id = ARGV[i]
   local result
   local values, _, origin = nil, nil, nil
   if not store_seen(batch, id) then values, _, origin = store_values(KEYS[i]) end
@@ -51,6 +56,7 @@ for i = 4, #KEYS do
     result = 1
   end
   results[#results + 1] = result
+  if budget_spent() then break end
 end
 store_flush(batch)
 for i = 1, #dropped, 1000 do redis.call('UNLINK', unpack(dropped, i, math.min(i + 999, #dropped))) end

@@ -25,7 +25,8 @@
   ARGV[14] name_prefix      the job name starts with this, '' for any
   ARGV[15] failed_reason    lower-case literal substring of the failure reason, '' for any
   ARGV[16] text             literal substring of the payload, '' for any
-  ARGV[17] detail           '1' to return each match's fields, '' for ids only
+  ARGV[17] detail           '1' to return each match's fields, 's' its source queue, '' for
+                            ids only
 
   Returns: {done, cursor_score, cursor_id, examined, matches}: done is 1 when the walk reached
            the end; matches are ids, or with detail {id, source_queue, name, error_type, reason,
@@ -175,6 +176,7 @@ local function next_chunk(n)
 end
 
 local detail = ARGV[17] == '1'
+local sources = ARGV[17] == 's'
 local fields = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
   'dlq:deadLetteredAt', 'dlq:failedReason'}
 -- Several statuses are checked by membership in any of theirs, or by absence from every
@@ -235,8 +237,8 @@ end
 -- its fields when detail is asked (else true), and the bytes of text examined.
 local function matches(id)
   local key, f = job_prefix .. id, true
-  if detail or not prefix_checked then
-    f = redis.call('HMGET', key, unpack(fields, 1, 6))
+  if detail or sources or not prefix_checked then
+    f = redis.call('HMGET', key, unpack(fields, 1, detail and 6 or 2))
     f[5] = f[5] or 'pending'
     if not prefix_checked and string.sub(f[2] or '', 1, #name_prefix) ~= name_prefix then
       return nil, 0
@@ -276,6 +278,8 @@ else
         if detail then
           found[#found + 1] = {e[2], f[1], f[2] or '', f[3] or '', f[4] or '', f[5], f[6] or '0',
             string.format('%d', e[1])}
+        elseif sources then
+          found[#found + 1] = {e[2], f[1]}
         else
           found[#found + 1] = e[2]
         end

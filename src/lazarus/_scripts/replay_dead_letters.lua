@@ -31,14 +31,17 @@
   ARGV[5]  actor            redriver | policy | operator:<name>
   ARGV[6]  note             '' for none
   ARGV[7]  rule             the redrive rule that replays, '' for none
-  ARGV[8..] per pair six values: dead_letter_id, new_id, opts, priority, attempts, data;
+  ARGV[8]  budget_us        the call's time budget, microseconds: half for the loop over the
+                            items (includes/budget.lua), half for the batched index writes
+  ARGV[9..] per pair six values: dead_letter_id, new_id, opts, priority, attempts, data;
            opts, priority, attempts and data are '' to keep the original ones (a new data
            replaces the dead letter's payload too; the timeline keeps the old one)
 
-  Returns: one entry per pair: the state the new job entered, or -1 JOB_NOT_FOUND (gone
-           already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE (not replayable:
-           processing, resolved or archived, or a worker on the dead letter queue holds it;
-           untouched).
+  Returns: one entry per pair handled, in order (fewer than given when the budget ran out:
+           the caller sends the rest again): the state the new job entered, or -1
+           JOB_NOT_FOUND (gone already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE
+           (not replayable: processing, resolved or archived, or a worker on the dead letter
+           queue holds it; untouched).
   Events:  dead letter queue: statusChanged (jobId, from, to, actor, note), replayed (jobId,
            newJobId, queue); target queue: waiting | delayed (jobId); the new job's hash
            records replayOf and replayDlq
@@ -49,6 +52,7 @@
 -- @include queue_keys
 -- @include enqueue
 -- @include job_logs
+-- @include budget
 -- @include replay_mark
 
 local src = queue_keys(4)
@@ -86,8 +90,9 @@ end
 
 local results = {}
 local replayed = 0
+budget_start((tonumber(ARGV[8]) or 3000) / 2)  -- the other half: store_flush's batched writes
 for i = 14, #KEYS, 2 do
-  local a = 8 + (i - 14) / 2 * 6
+  local a = 9 + (i - 14) / 2 * 6
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
   local f = replay_read(dl_key)
   local status = f[9] or 'pending'
@@ -107,6 +112,7 @@ for i = 14, #KEYS, 2 do
     replayed = replayed + 1
   end
   results[#results + 1] = result
+  if budget_spent() then break end
 end
 store_flush(batch)
 if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', replayed) end

@@ -20,10 +20,14 @@
   ARGV[5]  actor            redriver | policy | operator:<name>
   ARGV[6]  note             '' for none
   ARGV[7]  rule             the redrive rule that replays, '' for none
-  ARGV[8..] per dead letter six values: dead_letter_id, new_id, opts, priority, attempts,
+  ARGV[8]  budget_us        the call's time budget, microseconds: half for the loop over the
+                            items (includes/budget.lua), half for the batched index writes
+  ARGV[9..] per dead letter six values: dead_letter_id, new_id, opts, priority, attempts,
            data, as replay_dead_letters
 
-  Returns: one entry per dead letter: 'moving', or -1, -4, -6 as replay_dead_letters.
+  Returns: one entry per dead letter handled, in order (fewer than given when the budget
+           ran out: the caller sends the rest again): 'moving', or -1, -4, -6 as
+           replay_dead_letters.
   Events:  dead letter queue: statusChanged (jobId, from, to, actor, note), replayed (jobId,
            newJobId, queue); the target queue's come with replay_in
   Outbox:  processing, per dead letter replayed
@@ -31,6 +35,7 @@
 ]]
 -- @include events
 -- @include job_logs
+-- @include budget
 -- @include replay_mark
 
 local dl = KEYS[1]
@@ -64,8 +69,9 @@ end
 
 local results = {}
 local replayed = 0
+budget_start((tonumber(ARGV[8]) or 3000) / 2)  -- the other half: store_flush's batched writes
 for i = 5, #KEYS do
-  local a = 8 + (i - 5) * 6
+  local a = 9 + (i - 5) * 6
   local dl_key, dl_id, new_id = KEYS[i], ARGV[a], ARGV[a + 1]
   local f = replay_read(dl_key)
   local status = f[9] or 'pending'
@@ -82,6 +88,7 @@ for i = 5, #KEYS do
     replayed = replayed + 1
   end
   results[#results + 1] = result
+  if budget_spent() then break end
 end
 store_flush(batch)
 if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', replayed) end

@@ -89,7 +89,7 @@ async def run(
     started = loop.time()
     batch = batch_size if rate is None else max(1, min(batch_size, int(rate)))
     total = 0
-    steps = search.walk(client, keys, bounded, order="oldest", batch=batch, detail=sources)
+    steps = search.walk(client, keys, bounded, order="oldest", batch=batch, sources=sources)
     # The walk reads one step ahead while a batch is acted on: the step starts past the
     # batch, so acting on it cannot change what the step finds.
     ahead: asyncio.Future[search.Step | None] = asyncio.ensure_future(anext(steps, None))

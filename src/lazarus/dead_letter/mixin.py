@@ -146,7 +146,7 @@ class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUp
         """``(dead letter id, source queue)`` of every match, oldest first, batch by batch."""
         flt, batch = check_filter(filter), bulk.check_batch(batch_size)
         async for result in search.walk(
-            self._client, self.keys, flt, order="oldest", batch=batch, detail=True
+            self._client, self.keys, flt, order="oldest", batch=batch, sources=True
         ):
             for row in result.matches:
                 yield row[0], row[1]

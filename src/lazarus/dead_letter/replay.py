@@ -4,7 +4,8 @@ deleted at most once whoever else races for it."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _codec, _moves, _scripts
 from .._connection import now_ms
@@ -18,6 +19,11 @@ if TYPE_CHECKING:
 Override = list[str]
 KEEP: Override = ["", "", "", ""]
 DEFAULT_ACTOR = "operator:unnamed"
+# How long one replay or purge call may hold Redis (µs, includes/budget.lua): a call stops
+# there and the rest of its dead letters go in the next call.
+CALL_BUDGET_US = 4_000
+_FIRST_CALL, _MOST_PER_CALL = 100, 1_000  # dead letters sent in a call (see _in_budgeted_calls)
+T = TypeVar("T")
 UNCHANGED: Any = object()  # replay keeps the payload (None is a payload: JSON null)
 
 
@@ -66,12 +72,13 @@ async def replay(
     register: bool = True,
     new_ids: list[str] | None = None,
     by: Replayer | None = None,
+    budget_us: int = CALL_BUDGET_US,
 ) -> list[tuple[str, str | int]]:
     """Replay ``(dead letter id, override)`` items into queue ``target``: for each, the new
     job's id and the state it entered, or an error code. ``register=False`` when the caller
     registered ``target`` already (a bulk run, once per target); ``by`` says who replays.
     ``new_ids`` names the new jobs (one per item; by default fresh ids), e.g. to give a job
-    its original id back."""
+    its original id back. ``budget_us`` bounds each script call (many items take several)."""
     target_keys = QueueKeys(keys.prefix, target)
     # Registered first: the registry is another key (another slot on a cluster), and a write
     # after the script could fail after the replay happened. Adding a name twice is harmless.
@@ -81,29 +88,69 @@ async def replay(
         new_ids = [new_id() for _ in items]
     elif len(new_ids) != len(items):
         raise ValueError(f"new_ids must have one id per item ({len(items)}), got {len(new_ids)}")
-    script_keys = [keys.dl, keys.events, keys.meta, *target_keys.group]
-    args: list[Any] = [now_ms(), max_events, target, keys.queue, *(by or Replayer()).args()]
-    for (dl_id, override), job_id in zip(items, new_ids):
-        script_keys += [keys.job(dl_id), target_keys.job(job_id)]
-        args += [dl_id, job_id, *override]
-    if _moves.crosses(client, keys, target_keys):  # another cluster slot: two steps
-        dl_keys = [keys.job(dl_id) for dl_id, _override in items]
-        results = await _moves.replay(client, keys, target_keys, dl_keys, args, max_events)
-    else:
-        results = await _scripts.load("replay_dead_letters")(client, script_keys, args)
+    head: list[Any] = [now_ms(), max_events, target, keys.queue, *(by or Replayer()).args(),
+                       budget_us]  # fmt: skip
+    crosses = _moves.crosses(client, keys, target_keys)  # another cluster slot: two steps
+
+    async def call(part: Sequence[tuple[tuple[str, Override], str]]) -> list[Any]:
+        args = list(head)
+        for (dl_id, override), job_id in part:
+            args += [dl_id, job_id, *override]
+        if crosses:
+            dl_keys = [keys.job(dl_id) for (dl_id, _override), _job_id in part]
+            return await _moves.replay(client, keys, target_keys, dl_keys, args, max_events)
+        script_keys = [keys.dl, keys.events, keys.meta, *target_keys.group]
+        for (dl_id, _override), job_id in part:
+            script_keys += [keys.job(dl_id), target_keys.job(job_id)]
+        replies: list[Any] = await _scripts.load("replay_dead_letters")(client, script_keys, args)
+        return replies
+
+    results = await _in_budgeted_calls(list(zip(items, new_ids)), call)
     return [(new_id, _result(r)) for new_id, r in zip(new_ids, results)]
 
 
 async def purge(
-    client: Client, keys: QueueKeys, max_events: int, ids: list[str], statuses: str = ""
+    client: Client,
+    keys: QueueKeys,
+    max_events: int,
+    ids: list[str],
+    statuses: str = "",
+    *,
+    budget_us: int = CALL_BUDGET_US,
 ) -> list[int]:
     """Purge the dead letters ``ids`` (only those in ``statuses``, comma-separated, when
-    given): 1 for each purged, else an error code."""
-    script_keys = [keys.dl, keys.events, keys.meta, *(keys.job(i) for i in ids)]
-    results = await _scripts.load("purge_dead_letters")(
-        client, script_keys, [max_events, statuses, *ids]
-    )
-    return [int(r) for r in results]
+    given): 1 for each purged, else an error code. ``budget_us`` bounds each script call
+    (many ids take several)."""
+    script = _scripts.load("purge_dead_letters")
+
+    async def call(part: Sequence[str]) -> list[Any]:
+        script_keys = [keys.dl, keys.events, keys.meta, *(keys.job(i) for i in part)]
+        replies: list[Any] = await script(
+            client, script_keys, [max_events, statuses, budget_us, *part]
+        )
+        return replies
+
+    return [int(r) for r in await _in_budgeted_calls(ids, call)]
+
+
+async def _in_budgeted_calls(
+    items: Sequence[T], call: Callable[[Sequence[T]], Awaitable[list[Any]]]
+) -> list[Any]:
+    """One result per item, from script calls that each handle what their time budget allows
+    of the items they are sent (at least one) and return one result per item handled. A call
+    is sent about what the one before it managed, so that the budget, not the count, ends it,
+    and no call carries many items it will not reach."""
+    results: list[Any] = []
+    size = _FIRST_CALL
+    while len(results) < len(items):
+        part = items[len(results) : len(results) + size]
+        replies = await call(part)
+        if not replies:  # never loop on nothing
+            raise RuntimeError("a budgeted call handled none of the items it was sent")
+        results += replies
+        handled = len(replies)
+        size = min(_MOST_PER_CALL, 2 * handled if handled == len(part) else handled * 5 // 4 + 1)
+    return results
 
 
 def _result(value: Any) -> str | int:
