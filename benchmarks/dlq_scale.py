@@ -32,7 +32,7 @@ import dlq_queries
 import dlq_report
 import dlq_store
 from dlq_data import DLQ, PREFIX
-from dlq_probe import Pause, PauseProbe
+from dlq_probe import PROBE_NICE, Pause, PauseProbe
 from dlq_report import Row
 from redis.asyncio import Redis
 from report import git_state, machine_facts
@@ -105,6 +105,10 @@ async def one_run(server: EmbeddedRedis, n: int, args: argparse.Namespace,
         )
         rows += http_rows
         notes += http_notes
+        notes.append(
+            f"the PING prober ran at niceness {probe.niceness}"
+            f"{'' if probe.niceness == PROBE_NICE else ' (raising it was refused)'}"
+        )
         rows.append(await dlq_store.replay_all(client, queue, probe, n))
         await dlq_store.flush(client, probe)
         refill, _ = await dlq_store.fill(server.url, client, queue, probe, n, " (again)")

@@ -93,10 +93,13 @@ async def test_filtered_bulk_replay_races_filtered_purge(scenario: Scenario) -> 
     purgers = [scenario.queue(server, DLQ) for _ in range(2)]
 
     # When two clients replay every ValueError and two others purge every "race-*" dead
-    # letter, in batches of 50, all at once, while the 500 others are dead-lettered
+    # letter, one of each in batches of 50 and one in batches of 1,000 (which each script
+    # call's time budget splits into many calls), all at once, while the 500 others are
+    # dead-lettered
+    sizes = (50, 1000)
     results = await asyncio.gather(
-        *(q.replay_all_dead_letters(REPLAY_FILTER, batch_size=50) for q in replayers),
-        *(q.purge_dead_letters(PURGE_FILTER, batch_size=50) for q in purgers),
+        *(q.replay_all_dead_letters(REPLAY_FILTER, batch_size=b) for q, b in zip(replayers, sizes)),
+        *(q.purge_dead_letters(PURGE_FILTER, batch_size=b) for q, b in zip(purgers, sizes)),
         make_dead_letters(server, made[3000:], source_name="late"),
     )
     replay_total, purge_total = sum(results[:2]), sum(results[2:4])
@@ -106,8 +109,8 @@ async def test_filtered_bulk_replay_races_filtered_purge(scenario: Scenario) -> 
     where = await Where.look(server)
     tags = {i: fate(name, error) + ("?" if i >= 3000 else "") for i, name, error in made}
     findings = Findings("filtered bulk replay vs filtered purge", len(made),
-                        "2 bulk replays and 2 bulk purges at once, batches of 50, "
-                        "500 dead letters arriving")  # fmt: skip
+                        "2 bulk replays and 2 bulk purges at once, batches of 50 and "
+                        "1,000 (split by the call budget), 500 dead letters arriving")  # fmt: skip
     findings.spurious_stalls = None
     judge_letters(findings, where, tags, Counter({i: where.jobs[i] for i in tags}))
     purged = sum(1 for i in tags if not where.letters[i] and not where.jobs[i])
