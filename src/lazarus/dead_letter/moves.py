@@ -4,7 +4,6 @@ id, or every match of a filter batch by batch (:mod:`.bulk`), through the script
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
 from typing import TYPE_CHECKING, Any
@@ -160,14 +159,15 @@ class DeadLetterMovesMixin:
         by_source: dict[str, list[tuple[str, replay.Override]]] = {}
         for dl_id, source in matches:
             by_source.setdefault(source, []).append((dl_id, replay.KEEP))
-        # One call per source queue, sent together: they share a round trip.
-        replies = await asyncio.gather(*(
-            replay.replay(
+        # One source queue after another: calls sent together would run back to back, and
+        # hold Redis for all of their budgets at once.
+        replies = [
+            await replay.replay(
                 self._client, self.keys, self.max_events, source, items,
                 register=registered is None or source not in registered, by=by,
             )
             for source, items in by_source.items()
-        ))  # fmt: skip
+        ]  # fmt: skip
         if registered is not None:
             registered.update(by_source)
         return sum(1 for results in replies for _, r in results if isinstance(r, str))
