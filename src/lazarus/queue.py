@@ -228,14 +228,13 @@ class Queue(
                 for p in chunk:
                     args += NO_DEDUPLICATION if p.dedup is None else p.dedup.args()
             calls.append((keys, args))
-        if len(prepared) == 1:  # a single add: one EVALSHA, no task to schedule
-            result = await script(self._client, *calls[0])
-            return await self._jobs_added(prepared, result, self._built(prepared, now))
-        # The jobs are built while Redis runs the calls, which were written first: most
-        # replies only confirm them.
         sending = (
             script(self._client, *calls[0]) if len(calls) == 1 else self._send_chunks(script, calls)
         )
+        if len(prepared) == 1:  # a single add: nothing worth a task to overlap
+            return await self._jobs_added(prepared, await sending, self._built(prepared, now))
+        # The jobs are built while Redis runs the calls, which were written first: most
+        # replies only confirm them.
         sent = asyncio.ensure_future(sending)
         try:
             await asyncio.sleep(0)  # let it write the calls before the loop below
@@ -267,17 +266,16 @@ class Queue(
     ) -> list[Job]:
         """The jobs an add returns (``built``, as written), but the existing one where the id
         was taken already, or where another job holds the deduplication id."""
-        jobs = built
         for index, (p, result) in enumerate(zip(prepared, results)):
             holder = _text(result[0]) if isinstance(result, list) else None
             if result == ErrorCode.JOB_EXISTS or holder is not None:
                 existing = await self.get_job(holder or p.args[0])
                 if existing is not None:
-                    jobs[index] = existing
+                    built[index] = existing
                 elif holder is not None:
                     # A holder gone meanwhile (removed by retention, say): its id is known.
-                    jobs[index] = dataclasses.replace(jobs[index], id=holder)
-        return jobs
+                    built[index] = dataclasses.replace(built[index], id=holder)
+        return built
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ if ARGV[2] ~= '' then
   for status in string.gmatch(ARGV[2], '[^,]+') do allowed[status] = true end
 end
 local batch = store_batch(KEYS[1])
-budget_start((tonumber(ARGV[3]) or 3000) / 2)  -- the other half: store_flush's batched writes
+budget_start(ARGV[3])
 for i = 4, #KEYS do
   local id = ARGV[i]
   local result

@@ -90,7 +90,7 @@ end
 
 local results = {}
 local replayed = 0
-budget_start((tonumber(ARGV[8]) or 3000) / 2)  -- the other half: store_flush's batched writes
+budget_start(ARGV[8])
 for i = 14, #KEYS, 2 do
   local a = 9 + (i - 14) / 2 * 6
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]

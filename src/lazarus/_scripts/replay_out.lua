@@ -69,7 +69,7 @@ end
 
 local results = {}
 local replayed = 0
-budget_start((tonumber(ARGV[8]) or 3000) / 2)  -- the other half: store_flush's batched writes
+budget_start(ARGV[8])
 for i = 5, #KEYS do
   local a = 9 + (i - 5) * 6
   local dl_key, dl_id, new_id = KEYS[i], ARGV[a], ARGV[a + 1]
