@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import _scripts, _tracing
+from ._ahead import CLAIM_AHEAD_OVER, CLAIM_AHEAD_UNDER, Ahead, Holds, claim_one
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, run_processor
 from ._progress import JobHandle
@@ -48,6 +49,12 @@ class SlotRunner:
     # Whether an outcome also claims the slot's next job of the same queue. A worker with
     # several queues turns it off where the next job must be chosen across its queues.
     fetch_next: bool = True
+    claim_ahead: bool = True  # see _ahead
+
+    @functools.cached_property
+    def holds(self) -> Holds:
+        """The jobs this worker's slots hold ahead."""
+        return Holds(self.hand_back)
 
     @functools.cached_property
     def handle(self) -> JobHandle:
@@ -56,13 +63,22 @@ class SlotRunner:
 
     async def work(self, claimed: ClaimedJob | None, slot: str) -> None:
         """Run jobs one after another in slot ``slot`` (which names its reply memo) while
-        the outcome script hands out more."""
-        while claimed is not None:
-            self.held[claimed.job.id] = claimed.token
-            claimed = await self._execute(claimed, slot)
+        the outcome script hands out more; with short jobs, one job ahead (``_ahead``)."""
+        ahead: Ahead | None = None
+        try:
+            while claimed is not None:
+                self.held[claimed.job.id] = claimed.token
+                claimed, ahead = await self._execute(claimed, slot, ahead)
+        finally:
+            if ahead is not None:  # shutdown, or an exiting error, with a call on its way
+                await ahead.give_back(HAND_BACK_TIMEOUT)
 
-    async def _execute(self, claimed: ClaimedJob, slot: str) -> ClaimedJob | None:
+    async def _execute(
+        self, claimed: ClaimedJob, slot: str, ahead: Ahead | None
+    ) -> tuple[ClaimedJob | None, Ahead | None]:
+        """Run ``claimed``; the slot's next job, and what it holds ahead of that."""
         job, span = await self._begin(claimed)
+        started = asyncio.get_running_loop().time()
         result: Any = None
         error: BaseException | None = claimed.undecodable  # then the processor cannot run
         if error is None:
@@ -74,11 +90,15 @@ class SlotRunner:
             except asyncio.CancelledError as exc:
                 if self._cancelled_by_shutdown():
                     _end_span(span, None, exc)
-                    await self._hand_back(claimed)
+                    await self.hand_back(claimed)
                     raise
                 error = exc  # the processor's own: a failure like any other
             except BaseException as exc:  # GeneratorExit, SystemExit from a thread, ...
                 error = exc
+        short = (
+            self.claim_ahead
+            and CLAIM_AHEAD_OVER <= asyncio.get_running_loop().time() - started < CLAIM_AHEAD_UNDER
+        )
         # No more renewals once the outcome is on its way: a renewal racing the outcome
         # script would find the job finished and report a lock that was not lost. If
         # recording outlasts the lease, the job stalls and runs again (at least once).
@@ -89,19 +109,37 @@ class SlotRunner:
         # SystemExit or KeyboardInterrupt in the event loop's own thread still ends the
         # process, once the attempt is recorded.
         exiting = isinstance(error, (SystemExit, KeyboardInterrupt)) and not self.ctx.executor
-        outcome, next_job = await self._record(
-            claimed, result, error, slot, fetch_next=self.fetch_next and not exiting
-        )
+        fetch_next = self.fetch_next and not exiting
+        next_job = await ahead.take() if ahead is not None else None
+        if next_job is not None and (exiting or self.closing()):
+            await self.hand_back(next_job, "was claimed ahead when the worker stopped")
+            next_job = None
+        if next_job is not None:
+            # It runs now. This outcome is recorded meanwhile, and claims the job after it
+            # while the jobs stay short.
+            settle = self._settle(claimed, job, span, result, error, slot, fetch_next and short)
+            return next_job, Ahead(self, settle)
+        next_job = await self._settle(claimed, job, span, result, error, slot, fetch_next)
+        if exiting:
+            raise error  # type: ignore[misc]
+        if next_job is not None and short and not self.closing():
+            return next_job, Ahead(self, claim_one(self, slot))
+        return next_job, None
+
+    async def _settle(
+        self, claimed: ClaimedJob, job: Job, span: Any, result: Any,
+        error: BaseException | None, slot: str, fetch_next: bool,
+    ) -> ClaimedJob | None:  # fmt: skip
+        """Record the outcome and announce it; the job claimed next, if any."""
+        outcome, next_job = await self._record(claimed, result, error, slot, fetch_next=fetch_next)
         _end_span(span, outcome, error)
         try:
             if outcome is not None:
                 await self._announce(job, outcome)
         except asyncio.CancelledError:  # shutdown: the job claimed next has not started
             if next_job is not None:
-                await self._hand_back(next_job)
+                await self.hand_back(next_job)
             raise
-        if exiting:
-            raise error  # type: ignore[misc]
         return next_job
 
     async def _begin(self, claimed: ClaimedJob) -> tuple[Job, Any]:
@@ -121,9 +159,10 @@ class SlotRunner:
             return bool(cancelling())
         return self.closing()
 
-    async def _hand_back(self, claimed: ClaimedJob) -> None:
-        """Give a job cut short by shutdown back to the queue at once. If Redis cannot be
-        told, its lease expires and the stall sweep gives it back later."""
+    async def hand_back(self, claimed: ClaimedJob, why: str = "was cut short by shutdown") -> None:
+        """Give a job that did not run to its end (``why``, for the log) back to the queue at
+        once. If Redis cannot be told, its lease expires and the stall sweep gives it back
+        later."""
         job_id = claimed.job.id
         self.held.pop(job_id, None)
         call = _scripts.load("release_job")(
@@ -136,8 +175,8 @@ class SlotRunner:
                         "expires", self.worker_name, job_id, exc)  # fmt: skip
             return
         if code == 0:
-            log.info("worker %s: job %s was cut short by shutdown and is back in the queue",
-                     self.worker_name, job_id)  # fmt: skip
+            log.info("worker %s: job %s %s and is back in the queue", self.worker_name, job_id,
+                     why)  # fmt: skip
 
     async def _record(
         self,

@@ -21,15 +21,17 @@ pytestmark = pytest.mark.chaos
 
 
 @pytest.mark.timeout(240)
-async def test_worker_sigkill_storm(scenario: Scenario) -> None:
-    # Given 3,000 jobs of 40-160 ms and four worker processes with 2 s leases
+@pytest.mark.parametrize("ms", [(40, 160), (5, 30)], ids=["long", "short"])
+async def test_worker_sigkill_storm(scenario: Scenario, ms: tuple[int, int]) -> None:
+    # Given 3,000 jobs of 40-160 ms (or 6,000 of 5-30 ms, which each slot runs with its next
+    # job claimed ahead) and four worker processes with 2 s leases
+    short = ms[1] < 50
+    name = "storm-short" if short else "storm"
     server = scenario.redis()
-    queue = scenario.queue(server, "storm")
-    specs = job_mix(3000, seed=1, ms=(40, 160))
+    queue = scenario.queue(server, name)
+    specs = job_mix(6000 if short else 3000, seed=1, ms=ms)
     await produce(queue, specs, chunk=500)
-    pool = scenario.workers(
-        server, "storm", concurrency=8, lock_duration=2000, stalled_interval=1000
-    )
+    pool = scenario.workers(server, name, concurrency=8, lock_duration=2000, stalled_interval=1000)
     for _ in range(4):
         pool.spawn()
 
@@ -46,10 +48,9 @@ async def test_worker_sigkill_storm(scenario: Scenario) -> None:
     # Then, once the workers left standing have recovered every stalled job,
     # no job is lost, duplicated, stuck or half-moved
     drained = await scenario.settle(queue, timeout=45)
-    findings = Findings(
-        "worker SIGKILL storm", len(specs), f"{pool.killed} SIGKILLs of 4 workers, 1 per 250 ms"
-    )
-    await scenario.audit(findings, server, "storm", specs, healthy=None)
+    title = "worker SIGKILL storm" + (", 5-30 ms jobs claimed ahead" if short else "")
+    findings = Findings(title, len(specs), f"{pool.killed} SIGKILLs of 4 workers, 1 per 250 ms")
+    await scenario.audit(findings, server, name, specs, healthy=None)
     findings.notes.append(f"drained within 45 s of the storm: {drained}")
     await scenario.finish(findings)
 

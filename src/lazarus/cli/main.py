@@ -141,13 +141,15 @@ def load_processor(spec: str) -> Any:
 @click.option("--max-stalled-count", default=1, show_default=True, type=click.IntRange(min=0))
 @click.option("--shutdown-timeout", default=30.0, show_default=True, type=float,
               help="Seconds running jobs get to finish on SIGTERM/SIGINT.")  # fmt: skip
+@click.option("--claim-ahead/--no-claim-ahead", default=True, show_default=True,
+              help="Whether a slot of short jobs claims its next job while one runs.")  # fmt: skip
 @URL_OPTION
 @PREFIX_OPTION
 def worker(
     processor: str, queue_names: tuple[str, ...], concurrency: int, processes: int | None,
     dead_letter_queue: str | None,
     lock_duration: int, stalled_interval: int, max_stalled_count: int,
-    shutdown_timeout: float, redis_url: str, prefix: str,
+    shutdown_timeout: float, claim_ahead: bool, redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
     """Run a worker for QUEUE with PROCESSOR (module:function) until SIGTERM or SIGINT."""
     from ..worker import Worker
@@ -167,6 +169,7 @@ def worker(
             lock_duration=lock_duration,
             stalled_interval=stalled_interval, max_stalled_count=max_stalled_count,
             shutdown_timeout=shutdown_timeout, autorun=False, processes=processes,
+            claim_ahead=claim_ahead,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()

@@ -1,0 +1,179 @@
+"""Claiming ahead: a slot whose jobs are short holds its next job while the current one runs,
+never runs more jobs at once than its concurrency, and gives a held job back when its slot
+stays busy or the worker stops."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from lazarus import Job, Queue, Worker, _ahead
+from lazarus._keys import QueueKeys
+
+from .conftest import wait_until
+
+MakeWorker = Callable[..., Worker]
+
+
+async def _state_is(queue: Queue, job_id: str, state: str) -> bool:
+    return await queue.get_job_state(job_id) == state
+
+
+async def test_a_slot_of_short_jobs_holds_the_next_one_while_one_runs(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(30)])
+    ids = [job.id for job in jobs]
+    running, most = [0], [0]
+    seen_ahead: list[int] = []
+
+    async def short(job: Job) -> None:
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        await asyncio.sleep(0.005)
+        # The next job is claimed (active) before this one ends: the slot holds it.
+        index = job.data
+        if index + 1 < len(ids) and await queue.get_job_state(ids[index + 1]) == "active":
+            seen_ahead.append(index)
+        running[0] -= 1
+
+    worker = make_worker(short, concurrency=1)
+    completed = asyncio.Event()
+    count = collections.Counter[str]()
+
+    def done(job: Job, _: object) -> None:
+        count[job.id] += 1
+        if len(count) == len(ids):
+            completed.set()
+
+    worker.on("completed", done)
+    await asyncio.wait_for(completed.wait(), 20)
+
+    assert most[0] == 1  # concurrency 1: never two processors at once
+    assert set(count) == set(ids) and set(count.values()) == {1}
+    assert len(seen_ahead) >= len(ids) // 2  # the next job was held while most jobs ran
+    for job_id in ids:
+        stored = await queue.get_job(job_id)
+        assert stored is not None and stored.attempts_made == 1
+
+
+async def test_without_claim_ahead_no_job_is_claimed_before_its_slot_is_free(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(10)])
+    ids = [job.id for job in jobs]
+    ahead: list[int] = []
+
+    async def short(job: Job) -> None:
+        await asyncio.sleep(0.005)
+        index = job.data
+        if index + 1 < len(ids) and await queue.get_job_state(ids[index + 1]) == "active":
+            ahead.append(index)
+
+    worker = make_worker(short, concurrency=1, claim_ahead=False)
+    completed = asyncio.Event()
+    worker.on("completed", lambda job, _: job.data == len(ids) - 1 and completed.set())
+    await asyncio.wait_for(completed.wait(), 20)
+
+    assert ahead == []
+
+
+def test_claim_ahead_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="claim_ahead must be a bool"):
+        Worker("jobs", lambda job: None, claim_ahead="yes", autorun=False)  # type: ignore[arg-type]
+
+
+async def test_a_job_held_ahead_goes_back_to_the_queue_when_its_slot_stays_busy(
+    queue: Queue, make_worker: MakeWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ahead, "HOLD", 0.3)
+    first, slow, held = await queue.add_bulk([{"name": n, "data": None} for n in "abc"])
+    release = asyncio.Event()
+    ran: dict[str, list[str]] = collections.defaultdict(list)
+
+    def processor(tag: str) -> Callable[[Job], object]:
+        async def run(job: Job) -> None:
+            ran[job.id].append(tag)
+            if job.id == first.id:
+                await asyncio.sleep(0.005)  # short: the slot claims ahead from here on
+            elif job.id == slow.id:
+                await release.wait()
+
+        return run
+
+    busy = make_worker(processor("busy"), concurrency=1)
+    # The slot runs the slow job and holds the third; once that has waited HOLD, it is back
+    # in the queue, under no lock.
+    await wait_until(lambda: _state_is(queue, slow.id, "active"), message="the slow job runs")
+    await wait_until(lambda: _state_is(queue, held.id, "active"), message="the third is held")
+    await wait_until(lambda: _state_is(queue, held.id, "waiting"), message="the third goes back")
+    assert ran[held.id] == []
+
+    other = make_worker(processor("other"), concurrency=1)
+    done = asyncio.Event()
+    other.on("completed", lambda job, _: job.id == held.id and done.set())
+    await asyncio.wait_for(done.wait(), 10)
+    release.set()
+    await wait_until(lambda: _state_is(queue, slow.id, "completed"), message="the slow job ends")
+
+    assert ran[held.id] == ["other"]  # taken by the free worker while the slot was busy
+    assert ran[slow.id] == ["busy"]
+    stored = await queue.get_job(held.id)
+    assert stored is not None and stored.attempts_made == 1
+    await busy.close(timeout=5)
+
+
+async def test_a_job_held_ahead_when_the_worker_stops_goes_back_to_the_queue(
+    queue: Queue, make_worker: MakeWorker, monkeypatch: pytest.MonkeyPatch, raw: aioredis.Redis,
+    prefix: str,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(_ahead, "HOLD", 60.0)  # only the shutdown gives it back
+    first, slow, held = await queue.add_bulk([{"name": n, "data": None} for n in "abc"])
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def run(job: Job) -> None:
+        ran.append(job.id)
+        if job.id == first.id:
+            await asyncio.sleep(0.005)
+        elif job.id == slow.id:
+            await release.wait()
+
+    worker = make_worker(run, concurrency=1)
+    await wait_until(lambda: _state_is(queue, held.id, "active"), message="the third is held")
+    closing = asyncio.create_task(worker.close(timeout=10))
+    release.set()
+    await asyncio.wait_for(closing, 10)
+
+    assert ran == [first.id, slow.id]  # the held job never started
+    assert await queue.get_job_state(slow.id) == "completed"
+    assert await queue.get_job_state(held.id) == "waiting"
+    stored = await queue.get_job(held.id)
+    assert stored is not None and stored.attempts_made == 0
+    assert await raw.zscore(QueueKeys(prefix, "jobs").leases, held.id) is None  # no lease left
+
+
+async def test_jobs_running_and_held_when_close_times_out_both_go_back(
+    queue: Queue, make_worker: MakeWorker, monkeypatch: pytest.MonkeyPatch, raw: aioredis.Redis,
+    prefix: str,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(_ahead, "HOLD", 60.0)
+    first, slow, held = await queue.add_bulk([{"name": n, "data": None} for n in "abc"])
+
+    async def run(job: Job) -> None:
+        if job.id == first.id:
+            await asyncio.sleep(0.005)
+        elif job.id == slow.id:
+            await asyncio.Event().wait()  # until shutdown cancels it
+
+    worker = make_worker(run, concurrency=1)
+    await wait_until(lambda: _state_is(queue, held.id, "active"), message="the third is held")
+    await asyncio.wait_for(worker.close(timeout=0.2), 10)
+
+    assert await queue.get_job_state(slow.id) == "waiting"  # cut short, handed back
+    assert await queue.get_job_state(held.id) == "waiting"  # never started, handed back
+    assert await raw.zcard(QueueKeys(prefix, "jobs").leases) == 0
