@@ -10,13 +10,15 @@ from workloads import Workload
 
 # Sizes (jobs, or dead letters) of the full run and of ``--quick``.
 FULL_SIZES = {
-    "add": 20_000, "add_bulk": 50_000, "drain_noop_10": 20_000, "drain_noop_50": 20_000,
+    "add": 20_000, "add_50": 20_000, "add_bulk": 50_000, "drain_noop_10": 20_000,
+    "drain_noop_50": 20_000,
     "drain_noop_200": 20_000, "drain_sleep_50": 20_000, "drain_sleep_200": 20_000,
     "failure": 20_000, "replay": 100_000, "purge": 100_000,
     "memory": 10_000, "latency": 2_500,
 }  # fmt: skip
 QUICK_SIZES = {
-    "add": 2_000, "add_bulk": 5_000, "drain_noop_10": 2_000, "drain_noop_50": 2_000,
+    "add": 2_000, "add_50": 2_000, "add_bulk": 5_000, "drain_noop_10": 2_000,
+    "drain_noop_50": 2_000,
     "drain_noop_200": 2_000, "drain_sleep_50": 2_000, "drain_sleep_200": 2_000,
     "failure": 2_000, "replay": 10_000, "purge": 10_000,
     "memory": 2_000, "latency": 500,
@@ -51,8 +53,12 @@ class Metric:
 
 
 METRICS = (
-    Metric("add", "add", "add, one by one (sequential awaits)", "jobs/s", "1"),
-    Metric("add_bulk", "add_bulk", "add_bulk, chunks of 1,000", "jobs/s", "1"),
+    Metric("add", "add", "add, one by one (sequential awaits)", "jobs/s", "1",
+           Target(">=", 8_000)),
+    Metric("add_50", "add_50", "add, 50 producers side by side", "jobs/s", "50",
+           Target(">=", 12_000)),
+    Metric("add_bulk", "add_bulk", "add_bulk, chunks of 1,000", "jobs/s", "1",
+           Target(">=", 60_000)),
     Metric("drain_noop_10", "drain_noop_10", "drain no-op jobs, 1 worker", "jobs/s", "10",
            Target(">=", 10_000)),
     Metric("drain_noop_10_share", "drain_noop_10", "drain / Redis ceiling (ceiling.py)", "ratio",
@@ -83,6 +89,7 @@ def build(sizes: dict[str, int]) -> list[Workload]:
     """The workloads in the order they run."""
     runs = {
         "add": workloads.add_sequential,
+        "add_50": workloads.add_concurrent(50, "add_50"),
         "add_bulk": workloads.add_bulk,
         "drain_noop_10": workloads.drain("noop", 10, "drain_noop_10"),
         "drain_noop_50": workloads.drain("noop", 50, "drain_noop_50"),

@@ -100,6 +100,27 @@ async def add_sequential(adapter: QueueAdapter, n: int) -> Sample:
         await queue.close()
 
 
+def add_concurrent(producers: int, key: str) -> WorkloadFn:
+    """A workload: ``producers`` tasks add ``n`` jobs between them, one ``add`` at a time each
+    (a web server's request handlers enqueueing side by side)."""
+
+    async def run(adapter: QueueAdapter, n: int) -> Sample:
+        queue = await adapter.open(namespace())
+
+        async def produce(first: int) -> None:
+            for i in range(first, n, producers):
+                await queue.add(payload(i))
+
+        try:
+            start = time.perf_counter()
+            await asyncio.gather(*(produce(k) for k in range(producers)))
+            return {key: n / (time.perf_counter() - start)}
+        finally:
+            await queue.close()
+
+    return run
+
+
 async def add_bulk(adapter: QueueAdapter, n: int) -> Sample:
     queue = await adapter.open(namespace())
     try:

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "benchmarks" / "run.py"
 EXPECTED_ROWS = {
     "add",
+    "add_50",
     "add_bulk",
     "drain_noop_10",
     "drain_noop_10_share",
