@@ -8,13 +8,16 @@ import gc
 import uuid
 import weakref
 from collections.abc import AsyncIterator
+from typing import Any
 
+import hiredis
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from lazarus import Queue, _scripts
+from lazarus._scripts._coalesce import MAX_BATCH_BYTES, Coalescer, Packed
 
 
 @pytest.fixture
@@ -117,3 +120,36 @@ async def test_a_closed_client_s_pool_and_batches_are_freed(redis_url: str, pref
     gc.collect()
 
     assert [pool() for pool in pools] == [None] * 5
+
+
+async def test_a_batch_carries_at_most_16_kib_and_a_larger_command_goes_alone(
+    narrow: aioredis.Redis, raw: aioredis.Redis, prefix: str
+) -> None:
+    sent: list[list[int]] = []
+
+    async def recording(client: Any, commands: Any, *, repeatable: bool) -> list[Any]:
+        sent.append([len(command.wire) for command in commands])
+        return await _scripts.execute(client, commands, repeatable=repeatable)
+
+    batches = Coalescer(narrow, recording)
+    batches.alone_first = False
+    values = ["x" * 3000] * 20 + ["y" * 40_000] + ["z" * 3000] * 5
+    commands = [_packed("SET", f"{prefix}:k{i}", value) for i, value in enumerate(values)]
+
+    replies = await asyncio.gather(*(batches.submit(command, True) for command in commands))
+
+    assert all(reply in (True, b"OK", "OK") for reply in replies)
+    assert [len(await raw.get(f"{prefix}:k{i}") or "") for i in range(len(values))] == [
+        len(value) for value in values
+    ]
+    assert sum(len(batch) for batch in sent) == len(values)
+    for batch in sent:
+        assert sum(batch) <= MAX_BATCH_BYTES or len(batch) == 1
+    assert [size > 40_000 for batch in sent for size in batch].count(True) == 1
+    assert len(sent) >= 6  # 26 commands, about 110 KiB: never in fewer writes
+
+
+def _packed(*command: Any) -> Packed:
+    packed = Packed(command)
+    packed.wire = hiredis.pack_command(command)
+    return packed

@@ -70,7 +70,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._connection import Client
 from . import cluster
 from ._coalesce import IN_FLIGHT as IN_FLIGHT
-from ._coalesce import Coalescer, coalescer
+from ._coalesce import Coalescer, Packed, coalescer
 from ._source import script_source
 
 if sys.version_info >= (3, 11):
@@ -105,8 +105,15 @@ class Script:
         self.header_args = dict(_parse(_HEADER_ARG, header))
 
     def command(self, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
-        """The EVALSHA command that runs this script, for :func:`execute`."""
-        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+        """The EVALSHA command that runs this script, for :func:`execute`; packed already
+        when hiredis takes its arguments."""
+        command = Packed(("EVALSHA", self.sha, len(keys), *keys, *args))
+        if _hiredis_pack is not None:
+            try:
+                command.wire = _hiredis_pack(command)
+            except TypeError:  # redis-py packs it when it is sent, and names a bad argument
+                return command
+        return command
 
     async def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = self.command(keys, args)
@@ -248,6 +255,9 @@ async def _send_and_read(
 def pack(conn: AbstractConnection, command: Sequence[Any]) -> list[bytes]:
     """``command`` in the Redis protocol: by hiredis (in C) when it is installed and takes the
     arguments, else by redis-py (whose errors name a bad argument)."""
+    wire = getattr(command, "wire", None)
+    if wire is not None:
+        return [wire]
     if _hiredis_pack is not None:
         try:
             return [_hiredis_pack(tuple(command))]
