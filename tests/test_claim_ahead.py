@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -15,6 +16,7 @@ from lazarus import Job, Queue, Worker, _ahead
 from lazarus._keys import QueueKeys
 
 from .conftest import wait_until
+from .faults import busy, private_redis
 
 MakeWorker = Callable[..., Worker]
 
@@ -177,3 +179,44 @@ async def test_jobs_running_and_held_when_close_times_out_both_go_back(
     assert await queue.get_job_state(slow.id) == "waiting"  # cut short, handed back
     assert await queue.get_job_state(held.id) == "waiting"  # never started, handed back
     assert await raw.zcard(QueueKeys(prefix, "jobs").leases) == 0
+
+
+async def test_a_held_job_redis_cannot_take_back_stays_with_its_slot_and_runs_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:  # Redis busy (a long script) when the hold runs out: the hand-back is refused
+    monkeypatch.setattr(_ahead, "HOLD", 0.3)
+    caplog.set_level(logging.WARNING, logger="lazarus.worker")
+    with private_redis() as server:
+        admin = aioredis.Redis.from_url(server.url, decode_responses=True)
+        queue = Queue("jobs", connection=server.url)
+        first, slow, held = await queue.add_bulk([{"name": n, "data": None} for n in "abc"])
+        release = asyncio.Event()
+        ran: list[str] = []
+
+        async def run(job: Job) -> None:
+            ran.append(job.id)
+            if job.id == first.id:
+                await asyncio.sleep(0.005)
+            elif job.id == slow.id:
+                await release.wait()
+
+        async def refused() -> bool:
+            return any(f"cannot hand job {held.id} back" in r.getMessage() for r in caplog.records)
+
+        worker = Worker("jobs", run, connection=server.url, concurrency=1, block_timeout=0.5)
+        try:
+            await wait_until(lambda: _state_is(queue, held.id, "active"), message="held")
+            # Its hold runs out while Redis answers BUSY to everything: the job cannot go back.
+            async with busy(server, admin):
+                await wait_until(refused, message="a refused hand-back")
+            release.set()
+            await wait_until(lambda: _state_is(queue, held.id, "completed"), message="it ran")
+
+            assert ran == [first.id, slow.id, held.id]  # in its own slot, once
+            stored = await queue.get_job(held.id)
+            assert stored is not None and stored.attempts_made == 1
+            assert [attempt.outcome for attempt in stored.attempts] == []  # never stalled
+        finally:
+            await worker.close(timeout=5)
+            await queue.close()
+            await admin.aclose()

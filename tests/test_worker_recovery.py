@@ -232,3 +232,21 @@ async def test_lease_renewal_and_stall_sweep_go_on_through_a_memory_pressure_epi
 
 async def _state(queue: Queue, job_id: str, state: str) -> bool:
     return await queue.get_job_state(job_id) == state
+
+
+@pytest.mark.timeout(60)
+async def test_an_idle_worker_closes_while_redis_refuses_writes(
+    server: EmbeddedRedis, admin: aioredis.Redis
+) -> None:
+    # Given an idle worker, blocked waiting for work
+    worker = Worker("jobs", lambda job: None, connection=server.url, block_timeout=5)
+
+    async def blocking() -> bool:
+        return worker._blocking
+
+    await wait_until(blocking, message="the blocking claim")
+    # When it is closed while Redis refuses writes (its wake-up key cannot be written)
+    async with out_of_memory(admin):
+        # Then close() returns, without waiting out the block or raising
+        await asyncio.wait_for(worker.close(timeout=5), 3)
+    assert not worker.running

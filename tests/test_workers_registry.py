@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
-from lazarus import Queue
+from lazarus import Queue, workers
+from lazarus._connection import now_ms
 from lazarus.workers import Presence, list_workers
 from tests.conftest import wait_until
+from tests.faults import out_of_memory, private_redis
 
 
 async def test_a_running_worker_is_listed_and_leaves_when_it_closes(
@@ -44,3 +48,37 @@ async def test_an_expired_registration_is_not_listed_and_is_swept_by_the_next_he
     # Then only the live one is left, details and all
     assert await raw.zrange(queue.keys.workers, 0, -1) == ["alive"]
     assert await raw.hkeys(queue.keys.workers_info) == ["alive"]
+
+
+async def test_the_heartbeat_goes_on_after_redis_refused_writes_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(workers, "HEARTBEAT_INTERVAL", 0.05)
+    with private_redis() as server:
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
+        queue = Queue("jobs", connection=client)
+        presence = Presence(client, queue.keys, "w-1", 1, lambda: 0)
+        beating = asyncio.create_task(presence.run())
+        try:
+            await wait_until(lambda: _listed(queue), message="registered")
+            # Heartbeats refused (out of memory) for a few intervals...
+            async with out_of_memory(client):
+                refused_at = now_ms()
+                await asyncio.sleep(0.3)  # several heartbeats' worth of refusals
+
+            async def renewed() -> bool:
+                (info,) = await list_workers(client, queue.keys)
+                return info.last_seen > refused_at + 300
+
+            # ... then the heartbeat renews the registration again.
+            await wait_until(renewed, message="a heartbeat after the refusals")
+            assert not beating.done()
+        finally:
+            presence.stop()
+            await beating
+            await queue.close()
+            await client.aclose()
+
+
+async def _listed(queue: Queue) -> bool:
+    return [w.name for w in await list_workers(queue.client, queue.keys)] == ["w-1"]

@@ -38,6 +38,7 @@ class Ahead:
     def __init__(self, runner: SlotRunner, call: Awaitable[ClaimedJob | None]) -> None:
         self._runner = runner
         self.job: ClaimedJob | None = None
+        self.returning: asyncio.Task[bool] | None = None  # on its way back to the queue
         self.task = asyncio.ensure_future(self._receive(call))
 
     async def _receive(self, call: Awaitable[ClaimedJob | None]) -> None:
@@ -52,6 +53,8 @@ class Ahead:
         if not self.task.done():  # shielded: a slot cancelled meanwhile still gives it back
             await asyncio.shield(self.task)
         self._runner.holds.taken(self)
+        if self.returning is not None and await asyncio.shield(self.returning):
+            self.job = None  # back in the queue; if Redis could not be told, it runs here
         job, self.job = self.job, None
         return job
 
@@ -66,15 +69,20 @@ class Ahead:
             await self._runner.hand_back(job, "was claimed ahead when the worker stopped")
 
 
+HandBack = Callable[[ClaimedJob, str], Coroutine[Any, Any, bool]]
+
+
 class Holds:
     """The jobs a worker's slots hold ahead, each given back once it has waited :data:`HOLD`
-    seconds; one timer task for all of them, running while any is held."""
+    seconds; one timer task for all of them, running while any is held. A job that cannot be
+    given back (Redis does not answer) stays held, under its lease, and its slot runs it."""
 
-    def __init__(self, hand_back: Callable[[ClaimedJob, str], Coroutine[Any, Any, None]]) -> None:
+    def __init__(self, hand_back: HandBack, held: dict[str, str]) -> None:
         self._hand_back = hand_back
+        self._leases = held  # job id -> lock token of the worker's jobs, renewed
         self._held: dict[Ahead, float] = {}  # -> when it goes back (the event loop's time)
         self._timer: asyncio.Task[None] | None = None
-        self._giving: set[asyncio.Task[None]] = set()
+        self._giving: set[asyncio.Task[bool]] = set()
 
     def keep(self, ahead: Ahead) -> None:
         loop = asyncio.get_running_loop()
@@ -93,14 +101,19 @@ class Holds:
                 now = loop.time()
                 for ahead in [a for a, until in self._held.items() if until <= now]:
                     del self._held[ahead]
-                    job, ahead.job = ahead.job, None
-                    if job is not None:  # its slot is still busy: anyone may take it
-                        why = f"waited {HOLD} s for its slot"
-                        task = loop.create_task(self._hand_back(job, why))
+                    if ahead.job is not None:  # its slot is still busy: anyone may take it
+                        task = loop.create_task(self._give(ahead.job))
+                        ahead.returning = task
                         self._giving.add(task)
                         task.add_done_callback(self._giving.discard)
         finally:
             self._timer = None
+
+    async def _give(self, job: ClaimedJob) -> bool:
+        if await self._hand_back(job, f"waited {HOLD} s for its slot"):
+            return True
+        self._leases[job.job.id] = job.token  # still this worker's: renewed, and run
+        return False
 
     async def close(self, timeout: float) -> None:
         """Wait up to ``timeout`` for the jobs on their way back."""
@@ -111,14 +124,27 @@ class Holds:
 
 
 async def claim_one(runner: SlotRunner, slot: str) -> ClaimedJob | None:
-    """Claim one job of the slot's queue, under the slot's reply memo (None when there is none,
-    or when Redis cannot be asked: the slot then claims with its next outcome, as without)."""
+    """Claim one job of the slot's queue, under the slot's reply memo; None when there is none.
+
+    A claim whose reply is lost is sent again with the same call id, which answers with the
+    job the first run claimed, until the lease it would have given runs out (or the worker
+    stops): after that, a job it claimed stalls and the sweep gives it back.
+    """
     ctx = runner.ctx
     keys = [*ctx.keys.group, ctx.keys.reply(ctx.token_base, slot)]
-    args = [now_ms(), ctx.token_base, ctx.lock_ms, 1, ctx.max_events, uuid.uuid4().hex]
-    try:
-        reply = await _scripts.load("claim_jobs")(ctx.client, keys, args)
-    except Exception as exc:
-        runner.report_error(exc, runner.recording)
-        return None
-    return parse_claimed(reply[1], ctx.keys.queue) if len(reply) > 1 else None
+    call_id, deadline = uuid.uuid4().hex, now_ms() + ctx.lock_ms
+    incident = runner.recording
+    while True:
+        args = [now_ms(), ctx.token_base, ctx.lock_ms, 1, ctx.max_events, call_id]
+        try:
+            reply = await _scripts.load("claim_jobs")(ctx.client, keys, args)
+        except Exception as exc:
+            runner.report_error(exc, incident)
+            left = deadline - now_ms()
+            if left <= 0 or runner.closing():
+                return None
+            await asyncio.sleep(min(incident.backoff(), left / 1000))
+            continue
+        if incident.failures:
+            incident.succeeded()
+        return parse_claimed(reply[1], ctx.keys.queue) if len(reply) > 1 else None

@@ -54,7 +54,7 @@ class SlotRunner:
     @functools.cached_property
     def holds(self) -> Holds:
         """The jobs this worker's slots hold ahead."""
-        return Holds(self.hand_back)
+        return Holds(self.hand_back, self.held)
 
     @functools.cached_property
     def handle(self) -> JobHandle:
@@ -159,10 +159,10 @@ class SlotRunner:
             return bool(cancelling())
         return self.closing()
 
-    async def hand_back(self, claimed: ClaimedJob, why: str = "was cut short by shutdown") -> None:
+    async def hand_back(self, claimed: ClaimedJob, why: str = "was cut short by shutdown") -> bool:
         """Give a job that did not run to its end (``why``, for the log) back to the queue at
-        once. If Redis cannot be told, its lease expires and the stall sweep gives it back
-        later."""
+        once; whether Redis was told. If it cannot be, the job stays this worker's: its lease
+        expires, and the stall sweep gives it back later."""
         job_id = claimed.job.id
         self.held.pop(job_id, None)
         call = _scripts.load("release_job")(
@@ -171,12 +171,12 @@ class SlotRunner:
         try:
             code = await asyncio.wait_for(call, HAND_BACK_TIMEOUT)
         except Exception as exc:
-            log.warning("worker %s: cannot hand job %s back (%s); it runs again once its lease "
-                        "expires", self.worker_name, job_id, exc)  # fmt: skip
-            return
+            log.warning("worker %s: cannot hand job %s back (%s)", self.worker_name, job_id, exc)
+            return False
         if code == 0:
             log.info("worker %s: job %s %s and is back in the queue", self.worker_name, job_id,
                      why)  # fmt: skip
+        return True
 
     async def _record(
         self,

@@ -26,6 +26,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from redis.exceptions import RedisError
+
 from . import _scripts
 from ._backoff import BackoffStrategy
 from ._claiming import main_loop
@@ -406,7 +408,7 @@ class Worker:
                 run_task.cancel()
             await asyncio.gather(run_task, return_exceptions=True)
         if woken:  # the loop may have left before popping it
-            with contextlib.suppress(*TRANSIENT_ERRORS):
+            with contextlib.suppress(*TRANSIENT_ERRORS, RedisError):
                 await self._client.delete(self._wake_key)
         if self._ctx.executor is not None:
             shut_down(self._ctx.executor)
@@ -421,7 +423,7 @@ class Worker:
                 pipe.zadd(self._wake_key, {"close": 0})
                 pipe.pexpire(self._wake_key, int((self.block_timeout + 60) * 1000))
                 await pipe.execute()
-        except TRANSIENT_ERRORS:
+        except (*TRANSIENT_ERRORS, RedisError):  # unreachable, or refusing writes
             return False
         return True
 

@@ -24,6 +24,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from ._connection import TRANSIENT_ERRORS, Client, now_ms
 from ._keys import QueueKeys
 
@@ -75,10 +77,11 @@ class Presence:
             await pipe.execute()
 
     async def run(self) -> None:
-        """Heartbeat until :meth:`stop`; a failed heartbeat is retried at the next one (the
-        claim loop reports the outage)."""
+        """Heartbeat until :meth:`stop`; a failed heartbeat (Redis unreachable, or refusing
+        writes: out of memory, busy, read-only) is retried at the next one (the claim loop
+        reports the outage)."""
         while not self._stop.is_set():
-            with contextlib.suppress(*TRANSIENT_ERRORS):
+            with contextlib.suppress(*TRANSIENT_ERRORS, RedisError):
                 await self.beat()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), HEARTBEAT_INTERVAL)
@@ -93,7 +96,7 @@ class Presence:
                 pipe.zrem(self._keys.workers, self._name)
                 pipe.hdel(self._keys.workers_info, self._name)
                 await pipe.execute()
-        except TRANSIENT_ERRORS as exc:
+        except (*TRANSIENT_ERRORS, RedisError) as exc:
             log.info("worker %s: could not unregister (%s); it expires", self._name, exc)
 
 
