@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 import redis.asyncio as aioredis
@@ -19,6 +19,31 @@ from .conftest import wait_until
 from .faults import busy, private_redis
 
 MakeWorker = Callable[..., Worker]
+
+
+class Scene:
+    """Three jobs for a concurrency-1 worker: ``first`` is short (so its slot claims ahead),
+    ``slow`` runs until ``release`` is set, and ``held`` is claimed ahead meanwhile. ``ran``
+    lists who ran each job (the tag of ``processor``)."""
+
+    def __init__(self, jobs: list[Job]) -> None:
+        self.first, self.slow, self.held = jobs
+        self.release = asyncio.Event()
+        self.ran: dict[str, list[str]] = collections.defaultdict(list)
+
+    @classmethod
+    async def add(cls, queue: Queue) -> Scene:
+        return cls(await queue.add_bulk([{"name": n, "data": None} for n in "abc"]))
+
+    def processor(self, tag: str = "worker") -> Callable[[Job], Awaitable[None]]:
+        async def run(job: Job) -> None:
+            self.ran[job.id].append(tag)
+            if job.id == self.first.id:
+                await asyncio.sleep(0.005)
+            elif job.id == self.slow.id:
+                await self.release.wait()
+
+        return run
 
 
 async def _state_is(queue: Queue, job_id: str, state: str) -> bool:
@@ -93,21 +118,10 @@ async def test_a_job_held_ahead_goes_back_to_the_queue_when_its_slot_stays_busy(
     queue: Queue, make_worker: MakeWorker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_ahead, "HOLD", 0.3)
-    first, slow, held = await queue.add_bulk([{"name": n, "data": None} for n in "abc"])
-    release = asyncio.Event()
-    ran: dict[str, list[str]] = collections.defaultdict(list)
-
-    def processor(tag: str) -> Callable[[Job], object]:
-        async def run(job: Job) -> None:
-            ran[job.id].append(tag)
-            if job.id == first.id:
-                await asyncio.sleep(0.005)  # short: the slot claims ahead from here on
-            elif job.id == slow.id:
-                await release.wait()
-
-        return run
-
-    busy = make_worker(processor("busy"), concurrency=1)
+    scene = await Scene.add(queue)
+    slow, held = scene.slow, scene.held
+    ran, release = scene.ran, scene.release
+    busy = make_worker(scene.processor("busy"), concurrency=1)
     # The slot runs the slow job and holds the third; once that has waited HOLD, it is back
     # in the queue, under no lock.
     await wait_until(lambda: _state_is(queue, slow.id, "active"), message="the slow job runs")
@@ -115,7 +129,7 @@ async def test_a_job_held_ahead_goes_back_to_the_queue_when_its_slot_stays_busy(
     await wait_until(lambda: _state_is(queue, held.id, "waiting"), message="the third goes back")
     assert ran[held.id] == []
 
-    other = make_worker(processor("other"), concurrency=1)
+    other = make_worker(scene.processor("other"), concurrency=1)
     done = asyncio.Event()
     other.on("completed", lambda job, _: job.id == held.id and done.set())
     await asyncio.wait_for(done.wait(), 10)
@@ -134,24 +148,15 @@ async def test_a_job_held_ahead_when_the_worker_stops_goes_back_to_the_queue(
     prefix: str,
 ) -> None:  # fmt: skip
     monkeypatch.setattr(_ahead, "HOLD", 60.0)  # only the shutdown gives it back
-    first, slow, held = await queue.add_bulk([{"name": n, "data": None} for n in "abc"])
-    release = asyncio.Event()
-    ran: list[str] = []
-
-    async def run(job: Job) -> None:
-        ran.append(job.id)
-        if job.id == first.id:
-            await asyncio.sleep(0.005)
-        elif job.id == slow.id:
-            await release.wait()
-
-    worker = make_worker(run, concurrency=1)
+    scene = await Scene.add(queue)
+    slow, held = scene.slow, scene.held
+    worker = make_worker(scene.processor(), concurrency=1)
     await wait_until(lambda: _state_is(queue, held.id, "active"), message="the third is held")
     closing = asyncio.create_task(worker.close(timeout=10))
-    release.set()
+    scene.release.set()
     await asyncio.wait_for(closing, 10)
 
-    assert ran == [first.id, slow.id]  # the held job never started
+    assert scene.ran[held.id] == []  # the held job never started
     assert await queue.get_job_state(slow.id) == "completed"
     assert await queue.get_job_state(held.id) == "waiting"
     stored = await queue.get_job(held.id)
@@ -189,30 +194,22 @@ async def test_a_held_job_redis_cannot_take_back_stays_with_its_slot_and_runs_on
     with private_redis() as server:
         admin = aioredis.Redis.from_url(server.url, decode_responses=True)
         queue = Queue("jobs", connection=server.url)
-        first, slow, held = await queue.add_bulk([{"name": n, "data": None} for n in "abc"])
-        release = asyncio.Event()
-        ran: list[str] = []
-
-        async def run(job: Job) -> None:
-            ran.append(job.id)
-            if job.id == first.id:
-                await asyncio.sleep(0.005)
-            elif job.id == slow.id:
-                await release.wait()
+        scene = await Scene.add(queue)
+        held = scene.held
 
         async def refused() -> bool:
             return any(f"cannot hand job {held.id} back" in r.getMessage() for r in caplog.records)
 
-        worker = Worker("jobs", run, connection=server.url, concurrency=1, block_timeout=0.5)
+        worker = Worker("jobs", scene.processor(), connection=server.url, concurrency=1)
         try:
             await wait_until(lambda: _state_is(queue, held.id, "active"), message="held")
             # Its hold runs out while Redis answers BUSY to everything: the job cannot go back.
             async with busy(server, admin):
                 await wait_until(refused, message="a refused hand-back")
-            release.set()
+            scene.release.set()
             await wait_until(lambda: _state_is(queue, held.id, "completed"), message="it ran")
 
-            assert ran == [first.id, slow.id, held.id]  # in its own slot, once
+            assert scene.ran[held.id] == ["worker"]  # in its own slot, once
             stored = await queue.get_job(held.id)
             assert stored is not None and stored.attempts_made == 1
             assert [attempt.outcome for attempt in stored.attempts] == []  # never stalled
