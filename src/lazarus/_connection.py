@@ -22,7 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import InvalidResponse, RedisClusterException
+from redis.exceptions import InvalidResponse, RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import RedisUnavailableError
@@ -40,6 +40,9 @@ DEFAULT_SOCKET_TIMEOUT = 10.0
 TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 # What "cannot reach Redis" covers for callers: also a server that does not speak its protocol.
 UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, InvalidResponse)
+# What a best-effort write rides out: Redis unreachable, or refusing the command (out of
+# memory, busy with a script, read-only after a failover, ...).
+REDIS_FAILURES = (RedisError, OSError)
 
 
 def default_url() -> str:

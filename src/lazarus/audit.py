@@ -16,9 +16,7 @@ import logging
 import re
 from typing import Any
 
-from redis.exceptions import RedisError
-
-from ._connection import Client
+from ._connection import REDIS_FAILURES, Client
 from ._keys import audit_key
 
 log = logging.getLogger("lazarus.audit")
@@ -71,7 +69,7 @@ class AuditTrail:
                 pipe.xadd(self.key, fields, maxlen=self.max_entries, approximate=True)  # type: ignore[arg-type]
                 pipe.xtrim(self.key, minid=f"{oldest}-0", approximate=True)
                 await pipe.execute()
-        except (RedisError, OSError) as exc:
+        except REDIS_FAILURES as exc:
             log.error("could not record %s %s by %s in the audit trail: %s",
                       entry.method, entry.path, entry.actor, exc)  # fmt: skip
 

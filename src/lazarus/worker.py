@@ -26,12 +26,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from redis.exceptions import RedisError
-
 from . import _scripts
 from ._backoff import BackoffStrategy
 from ._claiming import main_loop
-from ._connection import CLIENT_TYPES, TRANSIENT_ERRORS, Client, address, connect
+from ._connection import CLIENT_TYPES, REDIS_FAILURES, Client, address, connect
 from ._entry import NonRetryable, check_non_retryable
 from ._execution import ClaimedJob, ExecutionContext, Processor
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
@@ -408,7 +406,7 @@ class Worker:
                 run_task.cancel()
             await asyncio.gather(run_task, return_exceptions=True)
         if woken:  # the loop may have left before popping it
-            with contextlib.suppress(*TRANSIENT_ERRORS, RedisError):
+            with contextlib.suppress(*REDIS_FAILURES):
                 await self._client.delete(self._wake_key)
         if self._ctx.executor is not None:
             shut_down(self._ctx.executor)
@@ -423,7 +421,7 @@ class Worker:
                 pipe.zadd(self._wake_key, {"close": 0})
                 pipe.pexpire(self._wake_key, int((self.block_timeout + 60) * 1000))
                 await pipe.execute()
-        except (*TRANSIENT_ERRORS, RedisError):  # unreachable, or refusing writes
+        except REDIS_FAILURES:
             return False
         return True
 

@@ -24,9 +24,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from redis.exceptions import RedisError
-
-from ._connection import TRANSIENT_ERRORS, Client, now_ms
+from ._connection import REDIS_FAILURES, Client, now_ms
 from ._keys import QueueKeys
 
 HEARTBEAT_INTERVAL = 5.0  # seconds
@@ -81,7 +79,7 @@ class Presence:
         writes: out of memory, busy, read-only) is retried at the next one (the claim loop
         reports the outage)."""
         while not self._stop.is_set():
-            with contextlib.suppress(*TRANSIENT_ERRORS, RedisError):
+            with contextlib.suppress(*REDIS_FAILURES):
                 await self.beat()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), HEARTBEAT_INTERVAL)
@@ -96,7 +94,7 @@ class Presence:
                 pipe.zrem(self._keys.workers, self._name)
                 pipe.hdel(self._keys.workers_info, self._name)
                 await pipe.execute()
-        except (*TRANSIENT_ERRORS, RedisError) as exc:
+        except REDIS_FAILURES as exc:
             log.info("worker %s: could not unregister (%s); it expires", self._name, exc)
 
 

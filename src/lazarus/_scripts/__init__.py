@@ -108,11 +108,9 @@ class Script:
         """The EVALSHA command that runs this script, for :func:`execute`; packed already
         when hiredis takes its arguments."""
         command = Packed(("EVALSHA", self.sha, len(keys), *keys, *args))
-        if _hiredis_pack is not None:
-            try:
-                command.wire = _hiredis_pack(command)
-            except TypeError:  # redis-py packs it when it is sent, and names a bad argument
-                return command
+        wire = _hiredis_wire(command)
+        if wire is not None:  # else redis-py packs it when it is sent
+            command.wire = wire
         return command
 
     async def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -255,16 +253,21 @@ async def _send_and_read(
 def pack(conn: AbstractConnection, command: Sequence[Any]) -> list[bytes]:
     """``command`` in the Redis protocol: by hiredis (in C) when it is installed and takes the
     arguments, else by redis-py (whose errors name a bad argument)."""
-    wire = getattr(command, "wire", None)
+    wire = getattr(command, "wire", None) or _hiredis_wire(tuple(command))
     if wire is not None:
         return [wire]
-    if _hiredis_pack is not None:
-        try:
-            return [_hiredis_pack(tuple(command))]
-        except TypeError:
-            pass
     packed: list[bytes] = conn.pack_command(*command)
     return packed
+
+
+def _hiredis_wire(command: tuple[Any, ...]) -> bytes | None:
+    """``command`` packed by hiredis, or None (not installed, or an argument it does not take)."""
+    if _hiredis_pack is None:
+        return None
+    try:
+        return _hiredis_pack(command)
+    except TypeError:
+        return None
 
 
 def _parse(pattern: re.Pattern[str], header: str) -> list[tuple[int, str]]:
