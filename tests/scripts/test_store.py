@@ -153,6 +153,40 @@ async def test_query_resumes_from_its_cursor_without_skipping_or_repeating(
     assert seen == [f"d{n}" for n in range(6, -1, -1)]
 
 
+@pytest.mark.parametrize("order", ["desc", "asc"])
+@pytest.mark.parametrize("budget", [1000, 2], ids=["ids-only chunks", "tie wider than a chunk"])
+async def test_query_resumes_through_dead_letters_of_one_score(
+    raw: aioredis.Redis, d: QueueKeys, order: str, budget: int
+) -> None:
+    # Given six dead letters, four of them tied at one arrival score in every index
+    for n in range(6):
+        await make_dead_letter(raw, d, f"d{n}")
+    tied = NOW * 1000 + 3  # between d0 (the first of the millisecond) and d5
+    async for key in raw.scan_iter(match=f"{d.dl}i:*"):
+        await raw.zadd(key, {f"d{n}": tied for n in range(1, 5)}, xx=True)
+    expected = ["d5", "d4", "d3", "d2", "d1", "d0"]  # equal scores: by id, as Redis orders them
+
+    # When walking them two at a time (by name: one index drives), resuming from each cursor
+    seen: list[str] = []
+    for flt in ({"name": "email"}, {}):
+        cursor, found_here = ("", ""), []
+        while True:
+            args = query_args(order=order, limit="2", cursor=cursor, **flt)
+            args[4] = budget
+            done, score, last, _examined, found = await call(
+                raw, "query_dead_letters", [d.dl, d.job_prefix], args
+            )
+            found_here += found
+            cursor = (score, last)
+            if done:
+                break
+        seen.append(",".join(found_here))
+
+    # Then every dead letter comes once, in order, whichever index drives
+    want = ",".join(expected if order == "desc" else expected[::-1])
+    assert seen == [want, want]
+
+
 async def test_query_stops_at_its_entry_budget_and_reports_where(
     raw: aioredis.Redis, d: QueueKeys
 ) -> None:

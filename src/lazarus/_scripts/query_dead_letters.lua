@@ -107,20 +107,26 @@ local function bytes_lt(a, b)
   return #a < #b
 end
 
--- fetch(key, n): up to n entries of `key` after the cursor, within [since, until], in order.
-local function fetch(key, n)
+-- range(key, from, to, n, scored): ZRANGE BYSCORE of `key` in walk order from `from` to `to`,
+-- up to n entries after skipping `offset`, with their scores when `scored`.
+local function range(key, from, to, offset, n, scored)
+  local r = {'ZRANGE', key, from, to, 'BYSCORE'}
+  if desc then r[#r + 1] = 'REV' end
+  r[#r + 1], r[#r + 2], r[#r + 3] = 'LIMIT', offset, n
+  if scored then r[#r + 1] = 'WITHSCORES' end
+  return redis.call(unpack(r))
+end
+
+-- fetch_scored(key, n): up to n entries of `key` after the cursor, within [since, until], in
+-- order, as {score, id} pairs; and whether more may follow.
+local function fetch_scored(key, n)
   local hi, lo = till, since
   if cur_score then
     if desc then hi = cur_score else lo = cur_score end
   end
   local out, offset = {}, 0
   while true do
-    local r
-    if desc then
-      r = redis.call('ZRANGE', key, hi, lo, 'BYSCORE', 'REV', 'LIMIT', offset, n, 'WITHSCORES')
-    else
-      r = redis.call('ZRANGE', key, lo, hi, 'BYSCORE', 'LIMIT', offset, n, 'WITHSCORES')
-    end
+    local r = desc and range(key, hi, lo, offset, n, true) or range(key, lo, hi, offset, n, true)
     for i = 1, #r, 2 do
       local id, score = r[i], tonumber(r[i + 1])
       local seen = cur_score and score == cur_score and
@@ -132,6 +138,34 @@ local function fetch(key, n)
   end
 end
 
+-- fetch_ids(key, n): as fetch_scored, the ids only (a plain list), which is half the reply:
+-- the entries tied with the cursor's score come first, those past the cursor's id, then the
+-- entries of higher (or lower) scores. Nil when more than n entries tie with the cursor
+-- (fetch_scored pages through those).
+local function fetch_ids(key, n)
+  local from, to = till, since
+  if not desc then from, to = since, till end
+  local ids = {}
+  if cur_score then
+    local at = string.format('%d', cur_score)
+    if cur_score >= (tonumber(since) or -math.huge) and cur_score <= (tonumber(till) or math.huge)
+    then
+      local tied = range(key, at, at, 0, n, false)
+      if #tied >= n then return nil end
+      for _, id in ipairs(tied) do
+        if (desc and bytes_lt(id, cur_id)) or (not desc and bytes_lt(cur_id, id)) then
+          ids[#ids + 1] = id
+        end
+      end
+    end
+    from = '(' .. at
+  end
+  if #ids < n then
+    for _, id in ipairs(range(key, from, to, 0, n - #ids, false)) do ids[#ids + 1] = id end
+  end
+  return ids, #ids == n
+end
+
 local function before(a, b)
   if a[1] ~= b[1] then
     if desc then return a[1] > b[1] end
@@ -141,17 +175,24 @@ local function before(a, b)
   return bytes_lt(a[2], b[2])
 end
 
--- next_chunk(): the next entries of the union of the drivers that are safe to examine, and
--- whether the walk has reached the end.
-local function next_chunk(n)
+-- next_chunk(n, scored): the next entries of the union of the drivers that are safe to
+-- examine: their ids, their scores (numbers; nil when not `scored` and one driver walks, as a
+-- plain list costs less), and whether the walk has reached the end.
+local function next_chunk(n, scored)
   if #drivers == 1 then  -- already in order: nothing to merge
-    local entries, more = fetch(drivers[1], n)
-    return entries, not more
+    if not scored then
+      local ids, more = fetch_ids(drivers[1], n)
+      if ids then return ids, nil, not more end
+    end
+    local entries, more = fetch_scored(drivers[1], n)
+    local ids, scores = {}, {}
+    for i, e in ipairs(entries) do scores[i], ids[i] = e[1], e[2] end
+    return ids, scores, not more
   end
   -- Each driver's entries are in order already: merge them, as far as the order is known.
   local lists, heads, frontier = {}, {}, nil
   for _, key in ipairs(drivers) do
-    local entries, more = fetch(key, n)
+    local entries, more = fetch_scored(key, n)
     if #entries > 0 then
       lists[#lists + 1] = entries
       heads[#heads + 1] = 1
@@ -161,7 +202,7 @@ local function next_chunk(n)
       frontier = entries[#entries]
     end
   end
-  local merged = {}
+  local ids, scores = {}, {}
   while true do
     local best, first = nil, nil
     for i = 1, #lists do
@@ -169,10 +210,10 @@ local function next_chunk(n)
       if e and (not first or before(e, first)) then best, first = i, e end
     end
     if not best or (frontier and before(frontier, first)) then break end
-    merged[#merged + 1] = first
+    scores[#scores + 1], ids[#ids + 1] = first[1], first[2]
     heads[best] = heads[best] + 1
   end
-  return merged, frontier == nil
+  return ids, scores, frontier == nil
 end
 
 local detail = ARGV[17] == '1'
@@ -193,9 +234,9 @@ if any_of then
   if #excluded == 0 then status_checked = true end
 end
 
--- members(chunk): for each entry of a chunk of the drivers, whether it is in every index of
--- the other exact filters (and in one of the statuses asked for): one ZMSCORE per index for
--- the entries still alive, the most selective index first.
+-- members(chunk): for each id of a chunk of the drivers, whether it is in every index of the
+-- other exact filters (and in one of the statuses asked for): one ZMSCORE per index for the
+-- entries still alive, the most selective index first.
 local function members(chunk)
   local alive = {}
   for n = 1, #chunk do alive[n] = true end
@@ -206,7 +247,7 @@ local function members(chunk)
     for n = 1, #chunk do
       if alive[n] then
         at[#at + 1] = n
-        ids[#ids + 1] = chunk[n][2]
+        ids[#ids + 1] = chunk[n]
       end
     end
     if #ids == 0 then return end
@@ -221,10 +262,9 @@ local function members(chunk)
     for _, index in ipairs(excluded) do narrow(index, false) end
     return alive
   end
-  local in_any, ids = {}, {}
-  for n = 1, #chunk do ids[n] = chunk[n][2] end
+  local in_any = {}
   for _, index in ipairs(any_of) do
-    local scores = redis.call('ZMSCORE', index, unpack(ids))
+    local scores = redis.call('ZMSCORE', index, unpack(chunk))
     for n = 1, #chunk do
       if scores[n] then in_any[n] = true end
     end
@@ -260,28 +300,28 @@ end
 
 local found, examined, bytes = {}, 0, 0
 local done = 0
-local last = nil
+local moved = false
 if smallest == 0 then
   done = 1
 else
   while true do
     -- Sparse matches (other filters to check) are looked for in larger chunks.
     local want = (#checks > 0 or not status_checked) and 500 or math.max(limit - #found, 16)
-    local chunk, at_end = next_chunk(math.min(want, max_entries - examined, 500))
-    local alive = members(chunk)
-    local stopped = false
-    for n, e in ipairs(chunk) do
+    local ids, scores, at_end = next_chunk(math.min(want, max_entries - examined, 500), detail)
+    local alive = members(ids)
+    local stopped, last = false, nil
+    for n, id in ipairs(ids) do
       local f, cost = nil, 0
-      if alive[n] then f, cost = matches(e[2]) end
-      examined, bytes, last = examined + 1, bytes + cost, e
+      if alive[n] then f, cost = matches(id) end
+      examined, bytes, last = examined + 1, bytes + cost, n
       if f then
         if detail then
-          found[#found + 1] = {e[2], f[1], f[2] or '', f[3] or '', f[4] or '', f[5], f[6] or '0',
-            string.format('%d', e[1])}
+          found[#found + 1] = {id, f[1], f[2] or '', f[3] or '', f[4] or '', f[5], f[6] or '0',
+            string.format('%d', scores[n])}
         elseif sources then
-          found[#found + 1] = {e[2], f[1]}
+          found[#found + 1] = {id, f[1]}
         else
-          found[#found + 1] = e[2]
+          found[#found + 1] = id
         end
       end
       if #found >= limit or examined >= max_entries or bytes >= max_bytes then
@@ -289,9 +329,15 @@ else
         break
       end
     end
-    if last then cur_score, cur_id = last[1], last[2] end
+    if last then
+      -- The cursor: the last entry examined, with its score (read back when the chunk came
+      -- without: it is in the one driver, as the script has changed nothing).
+      cur_id = ids[last]
+      cur_score = scores and scores[last] or tonumber(redis.call('ZSCORE', drivers[1], cur_id))
+      moved = true
+    end
     if stopped then
-      if at_end and last == chunk[#chunk] then done = 1 end
+      if at_end and last == #ids then done = 1 end
       break
     end
     if at_end then
@@ -300,6 +346,6 @@ else
     end
   end
 end
-local score_out = last and string.format('%d', last[1]) or ARGV[2]
-local id_out = last and last[2] or ARGV[3]
+local score_out = moved and string.format('%d', cur_score) or ARGV[2]
+local id_out = moved and cur_id or ARGV[3]
 return {done, score_out, id_out, examined, found}
