@@ -35,17 +35,24 @@ if ARGV[2] ~= '' then
   for status in string.gmatch(ARGV[2], '[^,]+') do allowed[status] = true end
 end
 local batch = store_batch(KEYS[1])
+-- held[status][id]: in the store, in that status; read for the next ids HELD_AHEAD at a time.
+local HELD_AHEAD = 100
+local held, held_to = {}, 3
 budget_start(ARGV[3])
 for i = 4, #KEYS do
   local id = ARGV[i]
   local result
   local values, _, origin = nil, nil, nil
+  if i > held_to then
+    held_to = math.min(i + HELD_AHEAD - 1, #KEYS)
+    held = store_held(KEYS[1], {unpack(ARGV, i, held_to)}, allowed)
+  end
   if not store_seen(batch, id) then values, _, origin = store_values(KEYS[i]) end
   if store_seen(batch, id) then
     result = -1  -- purged earlier in this call
   elseif not values then
     result = (redis.call('EXISTS', KEYS[i]) == 1) and -4 or -1
-  elseif (allowed and not allowed[values[5]])
+  elseif not (held[values[5]] and held[values[5]][id])
       or not store_batch_remove(batch, id, KEYS[i], values, origin, 'purged', '') then
     result = -6
   else

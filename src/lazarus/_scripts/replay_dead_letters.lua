@@ -90,13 +90,23 @@ end
 
 local results = {}
 local replayed = 0
+-- held[status][id]: the arrival score of each dead letter in a replayable status, read for
+-- the next HELD_AHEAD pairs at a time.
+local HELD_AHEAD = 100
+local held, held_to = {}, 13
 budget_start(ARGV[8])
 for i = 14, #KEYS, 2 do
   local a = 9 + (i - 14) / 2 * 6
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
+  if i > held_to then
+    held_to = math.min(i + 2 * HELD_AHEAD - 1, #KEYS)
+    local ids = {}
+    for j = i, held_to, 2 do ids[#ids + 1] = ARGV[9 + (j - 14) / 2 * 6] end
+    held = store_held(dl, ids, REPLAYABLE)
+  end
   local f = replay_read(dl_key)
   local status = f[9] or 'pending'
-  local score = f[1] and REPLAYABLE[status] and redis.call('ZSCORE', dl .. 'i:s:' .. status, dl_id)
+  local score = f[1] and held[status] and held[status][dl_id]
   local result
   -- This call ran before (re-sent after a dropped connection)? A dead letter replayed under
   -- the same id before, and back since (the original's id, given back twice), is not.

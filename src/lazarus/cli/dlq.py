@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ..dead_letter import DeadLetterFilter, DeadLetterStats
+from ..dead_letter.bulk import BULK_BATCH
 from ..errors import JobNotFoundError, NotADeadLetterError
 from ..job import Job
 from ..operators import Operators
@@ -174,7 +175,7 @@ def _bulk_command(verb: Verb, *extra: Decorator) -> Decorator:
                          help=f"Show what would be {PAST[verb]}; change nothing."),
             click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
             *extra,
-            click.option("--batch-size", default=500, show_default=True,
+            click.option("--batch-size", default=BULK_BATCH, show_default=True,
                          type=click.IntRange(1, 5000), help="Dead letters per Redis call."),
             JSON_OPTION, URL_OPTION, PREFIX_OPTION,
         ]  # fmt: skip

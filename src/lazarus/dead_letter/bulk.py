@@ -28,6 +28,9 @@ Progress = Callable[[int], Any]
 # Acts on one batch of matches, (dead letter id, source queue) each; returns how many it handled.
 Act = Callable[[list[tuple[str, str]]], Awaitable[int]]
 DEFAULT_BATCH = 100
+# Bulk replay and purge (and the CLI and HTTP API's): fewer, fuller script calls, each still
+# stopped by its time budget.
+BULK_BATCH = 500
 
 
 def check_batch(batch_size: object) -> int:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..dead_letter import DeadLetterFilter
+from ..dead_letter.bulk import BULK_BATCH
 from ._deps import AUTH_ERRORS, ERRORS, NOT_FOUND, ApiError, checked_name, require_token
 from .operations import BulkOperation, BulkOperations
 from .params import FilterParams, to_filter
@@ -32,7 +33,7 @@ class BulkOperationRequest(BaseModel):
     rate: float | None = Field(
         default=None, gt=0, le=1_000_000, description="Dead letters per second, at most."
     )
-    batch_size: int = Field(default=500, ge=1, le=5000, description="Dead letters per step.")
+    batch_size: int = Field(default=BULK_BATCH, ge=1, le=5000, description="Dead letters per step.")
 
 
 class BulkOperationOut(BaseModel):

@@ -92,10 +92,17 @@ local function store_statuses(dl)
 end
 
 -- store_json(value): `value` (a string, or nil/false/'' for none) as JSON text. Only short texts
--- lazarus writes itself (statuses, actors, notes) pass here, never a payload.
+-- lazarus writes itself (statuses, actors, notes, queue names) pass here, never a payload: a
+-- call meets few of them, so each is encoded once per call.
+local store_json_of = {}
 local function store_json(value)
   if value == nil or value == false or value == '' then return 'null' end
-  return cjson.encode(value)
+  local text = store_json_of[value]
+  if not text then
+    text = cjson.encode(value)
+    store_json_of[value] = text
+  end
+  return text
 end
 
 -- store_timeline_entry(now, from, status, actor, note, extra): one entry of a dead letter's

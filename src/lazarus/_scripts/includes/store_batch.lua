@@ -36,14 +36,31 @@ local function store_seen(batch, id)
   return batch.seen[id] == true
 end
 
+-- store_held(dl, ids, statuses): which of `ids` are in the store in one of `statuses` (a set
+-- {[status] = true}; nil for any), with their arrival scores: {[status] = {[id] = score}}. One
+-- ZMSCORE per status index that holds dead letters costs a fraction of a ZSCORE per id.
+local function store_held(dl, ids, statuses)
+  local held = {}
+  for _, status in ipairs(redis.call('ZRANGE', dl .. 'v:s', 0, -1)) do
+    if not statuses or statuses[status] then
+      local in_status = {}
+      local scores = redis.call('ZMSCORE', dl .. 'i:s:' .. status, unpack(ids))
+      for i = 1, #ids do
+        if scores[i] then in_status[ids[i]] = scores[i] end
+      end
+      held[status] = in_status
+    end
+  end
+  return held
+end
+
 -- store_batch_remove(batch, id, key, values, origin, cause, now): as store_remove, for dead
--- letter `id` (hash `key`, its `values` and `origin` read by the caller with store_values),
--- with the index writes deferred. Returns whether it was in the store (its status's index).
+-- letter `id` (hash `key`, its `values` and `origin` read by the caller with store_values, which
+-- has found it in its status's index: store_held), with the index writes deferred. Returns
+-- false, changing nothing, when this call removed it already.
 local function store_batch_remove(batch, id, key, values, origin, cause, now)
   local dl = batch.dl
-  if batch.seen[id] or not redis.call('ZSCORE', dl .. 'i:s:' .. values[5], id) then
-    return false
-  end
+  if batch.seen[id] then return false end
   batch.seen[id] = true
   for i = 1, 5 do store_push(batch.zrem, dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], id) end
   store_count(batch, values, -1)
