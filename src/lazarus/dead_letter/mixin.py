@@ -78,7 +78,7 @@ class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUp
         limit: int = 50,
         cursor: str | None = None,
         order: Order = "newest",
-        time_budget: float = 0.05,
+        time_budget: float = search.TIME_BUDGET,
     ) -> DeadLetterPage:
         """A page of the dead letters matching ``filter`` with a cursor for the next one.
 

@@ -106,7 +106,7 @@ class DeadLetterView:
         limit: int = 50,
         cursor: str | None = None,
         order: Order = "newest",
-        time_budget: float = 0.05,
+        time_budget: float = search.TIME_BUDGET,
     ) -> DeadLetterPage:
         """A page of the matches across every dead letter queue, in arrival order, with a
         cursor for the next page (see :meth:`~lazarus.Queue.search_dead_letters`)."""
