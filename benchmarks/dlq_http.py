@@ -18,6 +18,7 @@ from dlq_measure import measure
 from dlq_probe import PauseProbe
 from dlq_report import Row
 
+from lazarus.cli._startup import freeze_start_up
 from lazarus.http import create_app
 
 ROUTE = "/api/dlq"
@@ -61,6 +62,7 @@ async def list_route(url: str, prefix: str, probe: PauseProbe, rng: random.Rando
     notes = []
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         await _get(client, {})  # unmeasured: the app's first request opens its connections
+        freeze_start_up()  # as `lazarus serve` does once the app is up
         for key, label, make in KINDS:
             calls = [partial(_get, client, make(rng)) for _ in range(reps)]
             async with probe.phase(f"HTTP first page: {label}"):

@@ -38,6 +38,7 @@ from redis.asyncio import Redis
 from report import git_state, machine_facts
 
 from lazarus import Queue
+from lazarus.cli._startup import freeze_start_up
 from lazarus.embedded import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +96,7 @@ async def one_run(server: EmbeddedRedis, n: int, args: argparse.Namespace,
         rows, memory = await dlq_store.fill(server.url, client, queue, probe, n)
         mem_rows, notes = await dlq_store.memory_rows(client, queue, probe, n, memory)
         rows += mem_rows
+        freeze_start_up()  # as `lazarus worker` and `lazarus serve` do: set-up outlives no phase
         now = int(time.time() * 1000)
         rows += await dlq_queries.first_pages(queue, probe, rng, now, args.reps)
         rows += await dlq_queries.deep_pages(queue, probe, args.pages)

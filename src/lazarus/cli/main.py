@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 
 from .._connection import DEFAULT_URL
 from .._keys import validate_name, validate_queue_name
+from ._startup import freeze_start_up
 
 URL_OPTION = click.option(
     "--redis-url",
@@ -161,6 +162,7 @@ def worker(
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     function = load_processor(processor)
+    freeze_start_up()
 
     async def serve() -> None:
         w = Worker(

@@ -12,6 +12,7 @@ import click
 
 from .._connection import DEFAULT_URL
 from ._record_options import endpoints, outbox_drainers, record_url_option, webhook_options
+from ._startup import freeze_start_up
 
 if TYPE_CHECKING:
     pass
@@ -170,4 +171,5 @@ def serve(
     if generated:
         click.echo(f"No token configured; this run's token (every right): {generated}")
         click.echo(f"Sign in: http://{shown}:{port}/dashboard/login?token={generated}")
+    freeze_start_up()
     run(app, host=host, port=port, max_connections=max_connections, header_timeout=header_timeout)
