@@ -107,8 +107,8 @@ local function bytes_lt(a, b)
   return #a < #b
 end
 
--- range(key, from, to, n, scored): ZRANGE BYSCORE of `key` in walk order from `from` to `to`,
--- up to n entries after skipping `offset`, with their scores when `scored`.
+-- range(key, from, to, offset, n, scored): ZRANGE BYSCORE of `key` in walk order from `from`
+-- to `to`, up to n entries after skipping `offset`, with their scores when `scored`.
 local function range(key, from, to, offset, n, scored)
   local r = {'ZRANGE', key, from, to, 'BYSCORE'}
   if desc then r[#r + 1] = 'REV' end
