@@ -74,6 +74,5 @@ async def measure(
         result = await call()
         seconds.append(time.perf_counter() - started)
         results.append(kept(result))
-        del result
     cpu = time.process_time() - cpu_before
     return Sample(seconds, cpu, await probe.redis_seconds() - redis_before, results)

@@ -292,13 +292,9 @@ class Queue(
         if not ids:
             return []
         # One write, packed in C, and one deadline for all the replies (a page reads 50).
-        replies = await _scripts.execute(
-            self._client, [("HGETALL", self.keys.job(job_id)) for job_id in ids],
-            repeatable=True,
-        )  # fmt: skip
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+        replies = await _scripts.send_all(
+            self._client, [("HGETALL", self.keys.job(job_id)) for job_id in ids]
+        )
         handle = self._job_handle
         return [
             Job.from_fields(_text(job_id), fields_from_reply(reply), self.name).bind(handle)

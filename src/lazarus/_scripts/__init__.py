@@ -216,6 +216,16 @@ async def send(client: Client, *command: Any, repeatable: bool = True) -> Any:
     return reply
 
 
+async def send_all(client: Client, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    """Send plain commands that are harmless to run twice (reads) in one write; their replies
+    in order; raise the first error reply."""
+    replies = await execute(client, commands, repeatable=True)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
 class _Final(Exception):
     """Carries an error past the retry policy, which would otherwise send the commands again."""
 

@@ -88,6 +88,11 @@ local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
   return enqueue(src, new_id, priority, delay, now, maxlen)
 end
 
+-- args_at(i): where the six ARGV values of the pair at KEYS[i] begin.
+local function args_at(i)
+  return 9 + (i - 14) / 2 * 6
+end
+
 local results = {}
 local replayed = 0
 -- held[status][id]: the arrival score of each dead letter in a replayable status, read for
@@ -96,12 +101,12 @@ local HELD_AHEAD = 100
 local held, held_to = {}, 13
 budget_start(ARGV[8])
 for i = 14, #KEYS, 2 do
-  local a = 9 + (i - 14) / 2 * 6
+  local a = args_at(i)
   local dl_key, new_key, dl_id, new_id = KEYS[i], KEYS[i + 1], ARGV[a], ARGV[a + 1]
   if i > held_to then
     held_to = math.min(i + 2 * HELD_AHEAD - 1, #KEYS)
     local ids = {}
-    for j = i, held_to, 2 do ids[#ids + 1] = ARGV[9 + (j - 14) / 2 * 6] end
+    for j = i, held_to, 2 do ids[#ids + 1] = ARGV[args_at(j)] end
     held = store_held(dl, ids, REPLAYABLE)
   end
   local f = replay_read(dl_key)
