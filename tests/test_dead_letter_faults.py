@@ -50,6 +50,7 @@ def actions(dlq: Queue, dl_id: str) -> dict[str, Callable[[], Awaitable[object]]
         "purge_one": lambda: dlq.purge_dead_letter(dl_id),
         "replay_all": lambda: dlq.replay_all_dead_letters(DeadLetterFilter(name="charge")),
         "purge_all": lambda: dlq.purge_dead_letters(DeadLetterFilter(name="charge")),
+        "purge_whole": lambda: dlq.purge_dead_letters(),
     }
 
 
@@ -94,7 +95,7 @@ async def test_a_replay_refused_for_memory_changes_nothing_and_succeeds_after(
     assert await dlq.get_dead_letter_count() == 0
 
 
-@pytest.mark.parametrize("operation", ["purge_one", "purge_all"])
+@pytest.mark.parametrize("operation", ["purge_one", "purge_all", "purge_whole"])
 async def test_a_purge_frees_memory_so_it_goes_through_even_when_memory_is_full(
     raw: aioredis.Redis, dlq: Queue, operation: str
 ) -> None:

@@ -265,6 +265,11 @@ class QueueKeys:
         return self.base + "dl:o"
 
     @property
+    def dl_detached(self) -> str:
+        """The detached keys of whole-store purges not yet finished (``dl:p:<token>:<status>``)."""
+        return self.base + "dl:p"
+
+    @property
     def dl_outbox(self) -> str:
         """The outbox stream: one entry per change of a dead letter, while enabled."""
         return self.base + "dl:x"

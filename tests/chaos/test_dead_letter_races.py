@@ -1,6 +1,7 @@
 """Races on dead letters: many clients replaying one dead letter at once, filtered bulk
-replay against filtered purge over the same dead letters, and replay while Redis refuses
-writes for want of memory."""
+replay against filtered purge over the same dead letters, a whole-store purge that dies
+half-way while a filtered purge races it, and replay while Redis refuses writes for want of
+memory."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Any
 import pytest
 
 from lazarus import DeadLetterFilter, JobStateError, Queue
+from lazarus.dead_letter import detach
 
 from .audit import all_dead_letters
 from .dead_letters import DLQ, Where, judge_letters, make_dead_letters
-from .harness import Scenario
+from .harness import Scenario, wait_for
 from .report import Findings
 
 pytestmark = pytest.mark.chaos
@@ -121,6 +123,88 @@ async def test_filtered_bulk_replay_races_filtered_purge(scenario: Scenario) -> 
         ]
     findings.notes.append(f"replayed {replay_total}, purged {purge_total}, left "
                           f"{sum(where.letters.values())}")  # fmt: skip
+    await scenario.finish(findings)
+
+
+async def some_arrived(dlq: Queue, count: int) -> bool:
+    return await dlq.get_dead_letter_count() >= count
+
+
+class Died(Exception):
+    """Raised by a progress callback: the purging process dies there."""
+
+
+@pytest.mark.timeout(180)
+async def test_whole_store_purge_dies_half_way_while_a_filtered_purge_races_it(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given 3,000 dead letters of three names, and 500 more on the way
+    server = scenario.redis()
+    rng = random.Random(11)
+    made = [(i, rng.choice(["race-a", "race-b", "other"]),
+             rng.choice(["ValueError", "TimeoutError"])) for i in range(3500)]  # fmt: skip
+    await make_dead_letters(server, made[:3000])
+    whole, rival, pruner = (scenario.queue(server, DLQ) for _ in range(3))
+    monkeypatch.setattr(detach, "DROP_MOST", 200)
+    detached_first: list[bool] = []
+
+    async def die_half_way(done: int) -> None:
+        if not detached_first:  # the store was emptied before the first deletion
+            detached_first.append(bool(await pruner.client.smembers(pruner.keys.dl_detached)))
+        if done >= 1000:
+            raise Died
+
+    # When the 500 are being dead-lettered (50 at a time), another client purges every
+    # "race-*" dead letter in batches of 50, and from its first batch on one client purges the
+    # whole store and dies after about 1,000 deletions; and a minute later the pruning runs
+    async def arrive() -> None:  # 50 at a time, each batch by a worker of its own
+        for first in range(3000, 3500, 50):
+            await make_dead_letters(server, made[first : first + 50], source_name="late")
+
+    arriving = asyncio.ensure_future(arrive())
+    first_batch = asyncio.Event()
+    await wait_for(lambda: some_arrived(pruner, 3050), 60)
+    rival_purge = asyncio.ensure_future(rival.purge_dead_letters(
+        PURGE_FILTER, batch_size=50, on_progress=lambda done: first_batch.set()))  # fmt: skip
+    await first_batch.wait()
+    results = await asyncio.gather(
+        whole.purge_dead_letters(on_progress=die_half_way), rival_purge, arriving,
+        return_exceptions=True,
+    )  # fmt: skip
+    raw = scenario.raw(server)
+    left_detached = sum([await raw.zcard(k) for k in await raw.smembers(whole.keys.dl_detached)])
+    monkeypatch.setattr(detach, "LEFTOVER_AGE_MS", 0)  # a minute later
+    await pruner.prune_dead_letters()
+
+    # Then each of the 3,000 was purged exactly once, whoever reached it, and the late ones
+    # were purged or stayed; no hash is left outside the store, and the purges counted each
+    # dead letter once
+    where = await Where.look(server)
+    tags = {i: "purge" + ("?" if i >= 3000 else "") for i, _, _ in made}
+    findings = Findings("whole-store purge dies half-way, filtered purge races it", len(made),
+                        "whole-store purge stopped after ~1,000 deletions, a filtered purge "
+                        "(batches of 50) and 500 arrivals at once, then pruning")  # fmt: skip
+    findings.spurious_stalls = None
+    judge_letters(findings, where, tags, Counter())
+    hashes = [k async for k in raw.scan_iter(match=whole.keys.job("*"), count=1000)]
+    gone = sum(1 for i in tags if not where.letters[i])
+    counted = int(await raw.hget(whole.keys.meta, "count:purged") or 0)
+    unexpected = [
+        repr(r) for r in results[:2] if isinstance(r, Exception) and not isinstance(r, Died)
+    ]
+    findings.broken["purge raised other than the death"] = unexpected
+    findings.broken["the whole-store purge did not detach the store"] = (
+        [] if detached_first == [True] and isinstance(results[0], Died) else [str(results[0])]
+    )
+    findings.broken["hashes outside the store"] = (
+        [] if len(hashes) == sum(where.letters.values()) else [f"{len(hashes)} hashes"]
+    )
+    findings.broken["purges counted other than what went"] = (
+        [] if counted == gone else [f"counted {counted}, gone {gone}"]
+    )
+    findings.notes.append(f"the rival purged {results[1]}; {left_detached} detached dead letters "
+                          f"left by the dead purge, dropped by the pruning; "
+                          f"{sum(where.letters.values())} stayed")  # fmt: skip
     await scenario.finish(findings)
 
 

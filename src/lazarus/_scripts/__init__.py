@@ -48,6 +48,10 @@ the script may still be running. Per script:
   letters the first one handled as missing) and ``set_dead_letter_status`` (a second run
   would record the change twice in the timeline) are sent once: a dropped connection raises, and
   the caller learns that the outcome is unknown rather than a wrong answer.
+- ``detach_dead_letters`` (a second run would detach what arrived since) and
+  ``drop_detached_dead_letters`` (a second run would delete the next batch and report only
+  those) are sent once: what a lost reply leaves detached is dropped by the next purge or
+  pruning (:mod:`lazarus.dead_letter.detach`).
 """
 
 from __future__ import annotations
@@ -318,6 +322,8 @@ NAMES = (
     "query_dead_letters",
     "replay_dead_letters",
     "purge_dead_letters",
+    "detach_dead_letters",
+    "drop_detached_dead_letters",
     "migrate_dead_letters",
     "release_job",
     "retry_failed_jobs",

@@ -51,6 +51,13 @@ def check_rate(rate: object) -> float | None:
     return float(rate)
 
 
+async def report(on_progress: Progress, done: int) -> None:
+    """Tell ``on_progress`` (a function or a coroutine function) that ``done`` are done."""
+    reply = on_progress(done)
+    if inspect.isawaitable(reply):
+        await reply
+
+
 def snapshot(flt: DeadLetterFilter) -> DeadLetterFilter | None:
     """``flt`` bounded to the dead letters that have arrived by now; ``None`` when none can
     match (the filter starts in the future)."""
@@ -106,9 +113,7 @@ async def run(
             else:
                 total += await act([(dl_id, "") for dl_id in result.matches])
             if on_progress is not None:
-                reply = on_progress(total)
-                if inspect.isawaitable(reply):
-                    await reply
+                await report(on_progress, total)
             if rate is not None:
                 wait = started + total / rate - loop.time()
                 if wait > 0:

@@ -5,14 +5,13 @@ id, or every match of a filter batch by batch (:mod:`.bulk`), through the script
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from typing import TYPE_CHECKING, Any
 
 from .. import _codec
 from .._connection import reports_unavailable
 from .._keys import QueueKeys, validate_job_id, validate_queue_name
 from ..errors import JobNotFoundError, NotADeadLetterError, error_for_code
-from . import bulk, replay
+from . import bulk, detach, replay
 from .filters import LIVE_STATUSES, DeadLetterFilter, check_filter
 
 if TYPE_CHECKING:
@@ -139,9 +138,7 @@ class DeadLetterMovesMixin:
 
         async def progress(count: int) -> None:
             if on_progress is not None:
-                reply = on_progress(done + count)
-                if inspect.isawaitable(reply):
-                    await reply
+                await bulk.report(on_progress, done + count)
 
         for part in parts:
             done += await bulk.run(
@@ -193,7 +190,23 @@ class DeadLetterMovesMixin:
         dry_run: bool = False,
     ) -> int:
         """Delete every dead letter that matches ``filter``, batch by batch, as
-        :meth:`replay_all_dead_letters` walks; returns the count."""
+        :meth:`replay_all_dead_letters` walks; returns the count.
+
+        A purge of the whole store (no filter but a status, and every dead letter in the
+        purge's statuses) empties its indexes at once and then deletes the dead letters in
+        bounded calls, without a walk (:mod:`.detach`). A purge also finishes what a purge
+        stopped half-way (a killed process) over a minute ago left to delete."""
+        flt, limit = check_filter(filter), bulk.check_rate(rate)
+        bulk.check_batch(batch_size)
+        if not dry_run:
+            await detach.drop_leftovers(
+                self._client, self.keys, self.max_events, older_than_ms=detach.LEFTOVER_AGE_MS
+            )
+            whole = await detach.purge(
+                self._client, self.keys, self.max_events, flt, on_progress=on_progress, rate=limit
+            )
+            if whole is not None:
+                return whole
         return await self._bulk(
             filter, lambda matches: self._purge_batch(matches, _scope(filter)),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .. import _scripts
 from .._connection import now_ms
+from . import detach
 from .filters import DeadLetterStatus
 
 if TYPE_CHECKING:
@@ -182,7 +183,9 @@ async def prune(
     batch: int = PRUNE_BATCH,
 ) -> tuple[int, int]:
     """Prune by ``policy`` until it is met (at most :data:`MAX_BATCHES` calls of ``batch``):
-    ``(deleted, archived)``."""
+    ``(deleted, archived)``. First finishes what a purge stopped half-way over a minute ago
+    left to delete (not counted here: it was purged)."""
+    await detach.drop_leftovers(client, keys, max_events, older_than_ms=detach.LEFTOVER_AGE_MS)
     at = now_ms() if now is None else now
     args: list[Any] = [at, max_events, batch, "" if policy.max_count is None else
                        policy.max_count, policy.prune]  # fmt: skip

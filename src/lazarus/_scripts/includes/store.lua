@@ -38,10 +38,9 @@ local function store_combination(values, status)
     .. 's' .. #s .. ':' .. s
 end
 
--- store_add(dl, id, values, at, origin): index dead letter `id` (its hash written already),
--- dead-lettered at `at` (ms). The sequence orders dead letters of the same millisecond.
-local function store_add(dl, id, values, at, origin)
-  local score = at * 1000 + redis.call('INCR', dl .. 'seq') % 1000
+-- store_index(dl, id, values, score, origin): write dead letter `id` (its `values` and
+-- `origin` as store_values reads them) into every index at `score`, and count it.
+local function store_index(dl, id, values, score, origin)
   for i = 1, 5 do
     redis.call('ZADD', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], score, id)
   end
@@ -50,6 +49,12 @@ local function store_add(dl, id, values, at, origin)
     for i = 1, 5 do redis.call('ZADD', dl .. 'v:' .. STORE_CODES[i], 'NX', 0, values[i]) end
   end
   if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
+end
+
+-- store_add(dl, id, values, at, origin): index dead letter `id` (its hash written already),
+-- dead-lettered at `at` (ms). The sequence orders dead letters of the same millisecond.
+local function store_add(dl, id, values, at, origin)
+  store_index(dl, id, values, at * 1000 + redis.call('INCR', dl .. 'seq') % 1000, origin)
   outbox_append(dl, 'dead-lettered', id, at, values[5], nil, values)
 end
 
