@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from lazarus import DeadLetterFilter, Queue, _scripts
 from lazarus._connection import now_ms
@@ -247,3 +248,42 @@ async def test_a_throttled_whole_store_purge_deletes_at_most_rate_a_call(
     # Then the calls deleted 20 and 5, and the second waited for the rate
     assert reports == [20, 25]
     assert now_ms() - started >= 900
+
+
+@pytest.mark.parametrize("patient", ["1", "0"])
+async def test_a_drop_call_yields_while_redis_frees_values_in_the_background(
+    raw: aioredis.Redis, dlq: Queue, patient: str
+) -> None:
+    # Given 10 detached dead letters, and a large set that another client unlinks
+    await seed(raw, dlq, 10, rng=random.Random(9))
+    [count, detached] = await detach_call(dlq, until=(now_ms() + 1) * 1000)
+    assert count == 10
+    big = dlq.keys.dl + "elsewhere"  # one slot with the store (a cluster runs MULTI per slot)
+    for first in range(0, 300_000, 50_000):
+        await raw.sadd(big, *range(first, first + 50_000))
+    drop = _scripts.load("drop_detached_dead_letters")
+    await raw.script_load(drop.source)  # (every master, on a cluster)
+    keys = [dlq.keys.dl, dlq.keys.events, dlq.keys.meta, detached, dlq.keys.job_prefix]
+
+    # When a drop call runs right after the unlink (one transaction: Redis's background thread
+    # has only begun to free the set), patient or not
+    node = raw
+    if isinstance(raw, RedisCluster):  # its pipelines send no scripts: the slot's master
+        master = raw.get_node_from_key(big)
+        node = aioredis.Redis(host=master.host, port=master.port, decode_responses=True)
+    try:
+        async with node.pipeline(transaction=True) as pipe:
+            pipe.unlink(big)
+            pipe.evalsha(drop.sha, len(keys), *keys, 1000, 4000, 100, now_ms(), patient)
+            _, reply = await pipe.execute()
+    finally:
+        if node is not raw:
+            await node.aclose()
+
+    # Then a patient call did nothing and said so; one that is not deleted all 10
+    if patient == "1":
+        assert reply == [0, 10, 1]
+        assert await dead_letter_hashes(raw, dlq) == 10
+    else:
+        assert reply == [10, 0, 0]
+        assert await dead_letter_hashes(raw, dlq) == 0

@@ -13,8 +13,14 @@
   ARGV[2]  budget_us        the call's time budget, microseconds
   ARGV[3]  most             the most dead letters this call deletes
   ARGV[4]  now
+  ARGV[5]  yield            1: do nothing while Redis frees values in the background (its
+                            lazyfree_pending_objects), 0: go on regardless
 
-  Returns: {deleted, left}: left is how many the detached key still holds.
+  Returns: {deleted, left, yielded}: left is how many the detached key still holds; yielded is
+           1 when the call did nothing because Redis was freeing values in the background
+           (the detach's unlinked indexes, for one): the caller waits a little and calls
+           again. Deleting meanwhile would make both threads free memory at once, and on a
+           busy machine stall Redis's commands for tens of milliseconds.
   Events:  purged (count, jobIds: the first 100 ids, comma-separated) when any were deleted
   Outbox:  purged, per dead letter deleted (with its fields)
            (while the dead letter queue's outbox is on: includes/outbox.lua)
@@ -25,6 +31,10 @@
 
 local dl, detached, job_prefix = KEYS[1], KEYS[4], KEYS[5]
 local most, now = tonumber(ARGV[3]), ARGV[4]
+if ARGV[5] == '1' then
+  local pending = string.match(redis.call('INFO', 'memory'), 'lazyfree_pending_objects:(%d+)')
+  if tonumber(pending or 0) > 0 then return {0, redis.call('ZCARD', detached), 1} end
+end
 local t = redis.call('TIME')
 local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[2])
 local count, ids = 0, {}
@@ -53,4 +63,4 @@ if count > 0 then
   redis.call('HINCRBY', KEYS[3], 'count:purged', count)
   emit(KEYS[2], ARGV[1], 'purged', 'count', count, 'jobIds', table.concat(ids, ','))
 end
-return {count, left}
+return {count, left, 0}

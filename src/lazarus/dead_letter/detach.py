@@ -8,7 +8,9 @@ the rest of the indexes, the counts and the original-id map, which Redis frees i
 background; the few dead letters that arrived since the purge began are indexed again. The
 store then holds those alone, for every reader and writer; new dead letters enter fresh
 indexes. ``drop_detached_dead_letters`` then deletes the detached
-dead letters' hashes and logs, oldest first, a time budget per call.
+dead letters' hashes and logs, oldest first, a time budget per call. It waits while Redis
+frees the unlinked indexes in the background (for at most ten seconds): both freeing at once
+on a busy machine stalls Redis's commands for tens of milliseconds.
 
 A detached key is listed in ``dl:p`` until it is empty. One left by a purge that stopped
 half-way (its process killed, its connection lost) is dropped, once a minute old, by the dead
@@ -41,6 +43,9 @@ MOST_AFTER = 100
 # How long one drop call may hold Redis (µs), and the most dead letters it deletes.
 DROP_BUDGET_US = 4_000
 DROP_MOST = 20_000
+# While Redis frees values in the background (the indexes a detach unlinked), a drop call
+# yields, and the purge calls again this much later (s), for at most YIELD_FOR in all.
+YIELD_WAIT, YIELD_FOR = 0.01, 10.0
 # A purge finishes what other purges detached once they are this old (ms): a younger one is
 # most likely still running.
 LEFTOVER_AGE_MS = 60_000
@@ -99,15 +104,20 @@ async def drop(
     deletes the rest)."""
     script = _scripts.load("drop_detached_dead_letters")
     loop = asyncio.get_running_loop()
-    started, done = loop.time(), 0
+    started, done, yielded = loop.time(), 0, 0.0
     most = DROP_MOST if rate is None else max(1, min(DROP_MOST, int(rate)))
     for key in detached:
         left = 1
         while left:
-            args = [max_events, DROP_BUDGET_US, most, now_ms()]
-            deleted, left = await script(
+            patient = "1" if yielded < YIELD_FOR else "0"
+            args = [max_events, DROP_BUDGET_US, most, now_ms(), patient]
+            deleted, left, waits = await script(
                 client, [keys.dl, keys.events, keys.meta, key, keys.job_prefix], args
             )
+            if waits:
+                yielded += YIELD_WAIT
+                await asyncio.sleep(YIELD_WAIT)
+                continue
             done += int(deleted)
             if on_progress is not None and deleted:
                 await bulk.report(on_progress, done)
