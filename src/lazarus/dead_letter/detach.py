@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 # since the purge began that it indexes again (they stay).
 MOST_INDEX_KEYS = 1_000
 MOST_AFTER = 100
-# How long one drop call may hold Redis (µs), and the most dead letters it deletes.
-DROP_BUDGET_US = 4_000
+# How long one drop call may hold Redis (µs): the loop's half of a replay or purge call's
+# budget (replay.CALL_BUDGET_US), as it defers no writes; and the most dead letters it deletes.
+DROP_BUDGET_US = 2_000
 DROP_MOST = 20_000
 # While Redis frees values in the background (the indexes a detach unlinked), a drop call
 # yields, and the purge calls again this much later (s), for at most YIELD_FOR in all.
