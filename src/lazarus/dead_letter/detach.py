@@ -7,16 +7,16 @@ dead letter in one of the purge's statuses) has no index entry to keep right:
 the rest of the indexes, the counts and the original-id map, which Redis frees in the
 background; the few dead letters that arrived since the purge began are indexed again. The
 store then holds those alone, for every reader and writer; new dead letters enter fresh
-indexes. ``drop_detached_dead_letters`` then deletes the detached
-dead letters' hashes and logs, oldest first, a time budget per call. It waits while Redis
-frees the unlinked indexes in the background (for at most ten seconds): both freeing at once
-on a busy machine stalls Redis's commands for tens of milliseconds.
+indexes. ``drop_detached_dead_letters`` then deletes the detached dead letters' hashes and
+logs, oldest first, a time budget per call. It waits while Redis frees the unlinked indexes in
+the background (for at most ten seconds): both freeing at once on a busy machine stalls
+Redis's commands for tens of milliseconds.
 
 A detached key is listed in ``dl:p`` until it is empty. One left by a purge that stopped
 half-way (its process killed, its connection lost) is dropped, once a minute old, by the dead
 letter queue's next pruning or purge (:func:`drop_leftovers`), so no hash outlives its purge
-for long. Until then such a dead letter is still found by its id, outside
-the store: no operation but its deletion applies to it.
+for long. Until then such a dead letter is still found by its id, outside the store: no
+operation but its deletion applies to it.
 """
 
 from __future__ import annotations
