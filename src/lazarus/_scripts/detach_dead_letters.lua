@@ -52,14 +52,14 @@ for _, entry in ipairs(after) do
   entry[4], entry[5] = values, origin
 end
 
-local result = {0}  -- the count comes last, once the arrivals after `until` are out
+local detached = {}
 for _, status in ipairs(statuses) do
   local index = dl .. 'i:s:' .. status
   if redis.call('EXISTS', index) == 1 then
-    local detached = dl .. 'p:' .. token .. ':' .. status
-    redis.call('RENAME', index, detached)
-    redis.call('SADD', dl .. 'p', detached)
-    result[#result + 1] = detached
+    local key = dl .. 'p:' .. token .. ':' .. status
+    redis.call('RENAME', index, key)
+    redis.call('SADD', dl .. 'p', key)
+    detached[#detached + 1] = key
   end
 end
 local dropped = {dl .. 'v:s', dl .. 'c', dl .. 'o'}
@@ -75,14 +75,15 @@ for _, entry in ipairs(after) do
   redis.call('ZREM', dl .. 'p:' .. token .. ':' .. entry[3], entry[1])
   if entry[4] then store_index(dl, entry[1], entry[4], entry[2], entry[5]) end
 end
-local kept = {0}
-for i = 2, #result do
-  local left = redis.call('ZCARD', result[i])
+-- The count and the keys that hold any dead letter once the arrivals after `until` are out.
+local result = {0}
+for _, key in ipairs(detached) do
+  local left = redis.call('ZCARD', key)
   if left == 0 then
-    redis.call('SREM', dl .. 'p', result[i])
+    redis.call('SREM', dl .. 'p', key)
   else
-    kept[1] = kept[1] + left
-    kept[#kept + 1] = result[i]
+    result[1] = result[1] + left
+    result[#result + 1] = key
   end
 end
-return kept
+return result

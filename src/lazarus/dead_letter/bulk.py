@@ -58,6 +58,15 @@ async def report(on_progress: Progress, done: int) -> None:
         await reply
 
 
+async def throttle(started: float, done: int, rate: float | None) -> None:
+    """Wait until ``done`` items since ``started`` (the event loop's clock) keep to ``rate`` a
+    second; at once without a rate."""
+    if rate is not None:
+        wait = started + done / rate - asyncio.get_running_loop().time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+
 def snapshot(flt: DeadLetterFilter) -> DeadLetterFilter | None:
     """``flt`` bounded to the dead letters that have arrived by now; ``None`` when none can
     match (the filter starts in the future)."""
@@ -95,8 +104,7 @@ async def run(
     bounded = snapshot(flt)
     if bounded is None:
         return 0
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    started = asyncio.get_running_loop().time()
     batch = batch_size if rate is None else max(1, min(batch_size, int(rate)))
     total = 0
     steps = search.walk(client, keys, bounded, order="oldest", batch=batch, sources=sources)
@@ -114,10 +122,7 @@ async def run(
                 total += await act([(dl_id, "") for dl_id in result.matches])
             if on_progress is not None:
                 await report(on_progress, total)
-            if rate is not None:
-                wait = started + total / rate - loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
+            await throttle(started, total, rate)
     finally:
         ahead.cancel()
         await asyncio.gather(ahead, return_exceptions=True)

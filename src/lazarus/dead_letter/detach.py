@@ -77,8 +77,9 @@ async def purge(
     if not covers_store(flt):
         return None
     statuses = LIVE_STATUSES if flt.status is None else (str(flt.status),)
-    until = now_ms() * 1000 + 999  # a store score: every arrival by now
-    token = f"{now_ms()}-{secrets.token_hex(4)}"
+    now = now_ms()
+    until = now * 1000 + 999  # a store score: every arrival by now
+    token = f"{now}-{secrets.token_hex(4)}"
     reply = await _scripts.load("detach_dead_letters")(
         client,
         [keys.dl, keys.job_prefix],
@@ -104,8 +105,7 @@ async def drop(
     ``rate`` a second); returns how many these calls deleted (a rival dropping the same keys
     deletes the rest)."""
     script = _scripts.load("drop_detached_dead_letters")
-    loop = asyncio.get_running_loop()
-    started, done, yielded = loop.time(), 0, 0.0
+    started, done, yielded = asyncio.get_running_loop().time(), 0, 0.0
     most = DROP_MOST if rate is None else max(1, min(DROP_MOST, int(rate)))
     for key in detached:
         left = 1
@@ -122,10 +122,7 @@ async def drop(
             done += int(deleted)
             if on_progress is not None and deleted:
                 await bulk.report(on_progress, done)
-            if rate is not None:
-                wait = started + done / rate - loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
+            await bulk.throttle(started, done, rate)
     return done
 
 
