@@ -634,6 +634,39 @@ async def test_bulk_purge_and_replay_leave_every_index_count_and_lookup_exact(
         assert {j.id for j in found} == live and await dlq.count_dead_letters(flt) == len(live)
 
 
+async def test_a_call_that_outlasts_several_steps_of_index_writes_keeps_the_store_exact(
+    raw: aioredis.Redis, dlq: Queue
+) -> None:
+    # Given 300 dead letters of every kind
+    ids = [letter["id"] for letter in await seed(raw, dlq, 300, rng=random.Random(13))]
+
+    # When one call replays 120 of them and another purges 130 (so each writes its index
+    # changes in several steps, every 32 dead letters), each naming one dead letter again
+    # after its first step
+    budget = 60_000_000
+    replayed = await replay.replay(
+        dlq.client, dlq.keys, dlq.max_events, "jobs",
+        [(i, replay.KEEP) for i in [*ids[:100], ids[5], *ids[100:119]]], budget_us=budget,
+    )  # fmt: skip
+    purged = await replay.purge(
+        dlq.client, dlq.keys, dlq.max_events, [*ids[150:200], ids[151], *ids[200:279]],
+        budget_us=budget,
+    )  # fmt: skip
+
+    # Then each was handled once
+    assert [state for _, state in replayed] == ["waiting"] * 100 + [-6] + ["waiting"] * 19
+    assert purged == [1] * 50 + [-1] + [1] * 79
+    counts = [int(f["count"]) for _, f in await raw.xrange(dlq.keys.events)
+              if f.get("event") == "purged"]  # fmt: skip
+    assert sum(counts) == 129 and max(counts) > 32  # a call wrote several steps
+    # And every index, count, set of values and original id lookup is what the hashes say
+    audit = await store_audit(raw, dlq)
+    for part, (actual, expected) in audit.items():
+        assert actual == expected, part
+    assert len(audit["indexes"][1][f"{dlq.keys.dl}i:s:processing"]) == 119
+    assert not [key for key in [dlq.keys.job(i) for i in ids[150:279]] if await raw.exists(key)]
+
+
 async def test_replay_and_purge_send_again_what_a_call_left_until_each_item_has_its_result(
     raw: aioredis.Redis, dlq: Queue
 ) -> None:

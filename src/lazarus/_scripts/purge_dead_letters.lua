@@ -10,8 +10,7 @@
   ARGV[1]  maxlen
   ARGV[2]  statuses         the statuses a dead letter must be in to go, comma-separated
                             ('' for any): a bulk purge leaves one that left them meanwhile
-  ARGV[3]  budget_us        the call's time budget, microseconds: half for the loop over the
-                            items (includes/budget.lua), half for the batched index writes
+  ARGV[3]  budget_us        the call's time budget, microseconds (includes/budget.lua)
   ARGV[4..] dead_letter_id
 
   Returns: one entry per dead letter handled, in order (fewer than given when the budget ran
@@ -27,7 +26,7 @@
 -- @include job_logs
 -- @include budget
 
-local results, purged, dropped = {}, {}, {}
+local results, purged = {}, {}
 local count = 0
 local allowed = nil
 if ARGV[2] ~= '' then
@@ -56,8 +55,7 @@ for i = 4, #KEYS do
       or not store_batch_remove(batch, id, KEYS[i], values, origin, 'purged', '') then
     result = -6
   else
-    dropped[#dropped + 1] = KEYS[i]
-    dropped[#dropped + 1] = logs_key(KEYS[i])
+    store_step(batch, KEYS[i], logs_key(KEYS[i]))
     if #purged < 100 then purged[#purged + 1] = id end
     count = count + 1
     result = 1
@@ -66,7 +64,6 @@ for i = 4, #KEYS do
   if budget_spent() then break end
 end
 store_flush(batch)
-for i = 1, #dropped, 1000 do redis.call('UNLINK', unpack(dropped, i, math.min(i + 999, #dropped))) end
 if count > 0 then
   redis.call('HINCRBY', KEYS[3], 'count:purged', count)
   emit(KEYS[2], ARGV[1], 'purged', 'count', count, 'jobIds', table.concat(purged, ','))

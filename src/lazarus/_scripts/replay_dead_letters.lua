@@ -31,8 +31,7 @@
   ARGV[5]  actor            redriver | policy | operator:<name>
   ARGV[6]  note             '' for none
   ARGV[7]  rule             the redrive rule that replays, '' for none
-  ARGV[8]  budget_us        the call's time budget, microseconds: half for the loop over the
-                            items (includes/budget.lua), half for the batched index writes
+  ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua)
   ARGV[9..] per pair six values: dead_letter_id, new_id, opts, priority, attempts, data;
            opts, priority, attempts and data are '' to keep the original ones (a new data
            replaces the dead letter's payload too; the timeline keeps the old one)
@@ -125,6 +124,7 @@ for i = 14, #KEYS, 2 do
   else
     result = replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
     replayed = replayed + 1
+    store_step(batch)
   end
   results[#results + 1] = result
   if budget_spent() then break end

@@ -20,8 +20,7 @@
   ARGV[5]  actor            redriver | policy | operator:<name>
   ARGV[6]  note             '' for none
   ARGV[7]  rule             the redrive rule that replays, '' for none
-  ARGV[8]  budget_us        the call's time budget, microseconds: half for the loop over the
-                            items (includes/budget.lua), half for the batched index writes
+  ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua)
   ARGV[9..] per dead letter six values: dead_letter_id, new_id, opts, priority, attempts,
            data, as replay_dead_letters
 
@@ -86,6 +85,7 @@ for i = 5, #KEYS do
   else
     result = replay_one(dl_key, dl_id, new_id, f, score, a)
     replayed = replayed + 1
+    store_step(batch)
   end
   results[#results + 1] = result
   if budget_spent() then break end

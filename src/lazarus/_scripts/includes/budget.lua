@@ -5,12 +5,13 @@
 local budget_until = 0
 local budget_asked = 0
 
--- budget_start(call_us): the loop's budget runs out after half of the call's, `call_us`
--- microseconds from now; the other half is for the writes the script defers to after its loop
--- (store_flush's batched index writes, for one).
+-- budget_start(call_us): the loop's budget runs out after BUDGET_LOOP_SHARE of the call's,
+-- `call_us` microseconds from now; the rest is for what the script writes after its loop (the
+-- last of store_batch's steps: a fixed number of dead letters' index writes at most).
+local BUDGET_LOOP_SHARE = 0.75
 local function budget_start(call_us)
   local t = redis.call('TIME')
-  budget_until = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(call_us) / 2
+  budget_until = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(call_us) * BUDGET_LOOP_SHARE
 end
 
 -- budget_spent(): whether the budget ran out; reads the clock at every fourth ask.

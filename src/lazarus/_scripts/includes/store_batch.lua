@@ -1,19 +1,30 @@
 -- @include store
 -- Batched store changes, for the scripts that act on many dead letters in one call (bulk
 -- purge and replay). store_remove and store_set_status write every index and count at once,
--- one command per dead letter and index; here a call gathers those writes and sends them at
--- the end (store_flush) as one variadic command per key: ZREM/ZADD per index, HINCRBY per
--- combination, the 'v:' sets checked once per value. The result is the same as the
--- one-by-one functions'; what differs is the work per dead letter, which is what bounds bulk
--- operations (each redis.call from Lua costs about as much as the command itself).
+-- one command per dead letter and index; here a call gathers those writes and sends them
+-- (store_flush) as one variadic command per key: ZREM/ZADD per index, HINCRBY per
+-- combination, the 'v:' sets checked once per value, and the keys to UNLINK. The result is the
+-- same as the one-by-one functions'; what differs is the work per dead letter, which is what
+-- bounds bulk operations (each redis.call from Lua costs about as much as the command itself).
 --
--- Until store_flush, the indexes still show what the call has changed as it was: a caller
--- that could meet one dead letter twice asks store_seen first.
+-- A batch writes what it gathered every STORE_STEP dead letters, inside the caller's loop, so
+-- that the loop's time budget covers those writes and what is left for the end of the call
+-- (the last store_flush) stays small, whatever the indexes cost. Until a batch is written, the
+-- indexes still show what the call has changed as it was: a caller that could meet one dead
+-- letter twice asks store_seen first.
+local STORE_STEP = 32
+
+-- store_batch_clear(batch): forget the changes gathered (written already); `seen` stays.
+local function store_batch_clear(batch)
+  batch.zrem, batch.zadd, batch.counts, batch.left = {}, {}, {}, {}
+  batch.entered, batch.origins, batch.unlink, batch.pending = {}, {}, {}, 0
+end
 
 -- store_batch(dl): an empty batch of changes to the store `dl`.
 local function store_batch(dl)
-  return {dl = dl, zrem = {}, zadd = {}, counts = {}, left = {}, entered = {}, origins = {},
-    seen = {}}
+  local batch = {dl = dl, seen = {}}
+  store_batch_clear(batch)
+  return batch
 end
 
 local function store_push(lists, key, a, b)
@@ -97,7 +108,7 @@ local function store_batch_set_status(batch, id, key, values, score, status, now
   return from
 end
 
--- store_flush(batch): write the batch's deferred changes.
+-- store_flush(batch): write the batch's deferred changes, then the keys to UNLINK.
 local function store_flush(batch)
   local dl = batch.dl
   for key, ids in pairs(batch.zrem) do
@@ -152,4 +163,19 @@ local function store_flush(batch)
       if #stale > 0 then redis.call('HDEL', dl .. 'o', unpack(stale)) end
     end
   end
+  local unlink = batch.unlink
+  for i = 1, #unlink, 1000 do
+    redis.call('UNLINK', unpack(unlink, i, math.min(i + 999, #unlink)))
+  end
+  store_batch_clear(batch)
+end
+
+-- store_step(batch, ...): count one more dead letter changed in `batch`, with the keys to
+-- UNLINK once it is out of the indexes (its hash and logs, for a purge); every STORE_STEP of
+-- them, write what the batch gathered. A caller's loop calls it once per dead letter changed.
+local function store_step(batch, ...)
+  local unlink = batch.unlink
+  for _, key in ipairs({...}) do unlink[#unlink + 1] = key end
+  batch.pending = batch.pending + 1
+  if batch.pending >= STORE_STEP then store_flush(batch) end
 end
