@@ -68,6 +68,7 @@ local function state_of(id)
 end
 
 local batch = store_batch(dl)
+local pushed = {}  -- the new jobs for the wait list, pushed together (enqueue_push)
 
 -- replay_one(dl_key, new_key, dl_id, new_id, f, score, a): turn the dead letter into a new job.
 local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
@@ -84,7 +85,7 @@ local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
   emit(KEYS[2], maxlen, 'statusChanged', 'jobId', dl_id, 'from', from, 'to', 'processing',
     'actor', actor, 'note', note)
   emit(KEYS[2], maxlen, 'replayed', 'jobId', dl_id, 'newJobId', new_id, 'queue', ARGV[3])
-  return enqueue(src, new_id, priority, delay, now, maxlen)
+  return enqueue(src, new_id, priority, delay, now, maxlen, pushed)
 end
 
 -- args_at(i): where the six ARGV values of the pair at KEYS[i] begin.
@@ -130,5 +131,6 @@ for i = 14, #KEYS, 2 do
   if budget_spent() then break end
 end
 store_flush(batch)
+enqueue_push(src, pushed)
 if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', replayed) end
 return results

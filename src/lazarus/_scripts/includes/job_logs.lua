@@ -26,9 +26,7 @@ end
 -- copy_logs(from_key, to_key): give job hash `to_key` a copy of the logs of `from_key`, which
 -- keeps its own. When the copy comes back (the replayed job dead-lettered into the same
 -- record), move_logs replaces the record's logs with it: the old lines and the new ones.
+-- (COPY of a key that does not exist copies nothing.)
 local function copy_logs(from_key, to_key)
-  local from = logs_key(from_key)
-  if redis.call('EXISTS', from) == 1 then
-    redis.call('COPY', from, logs_key(to_key), 'REPLACE')
-  end
+  redis.call('COPY', logs_key(from_key), logs_key(to_key), 'REPLACE')
 end
