@@ -78,7 +78,8 @@ local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', now, 'LIMIT', 0, l
 for _, id in ipairs(expired) do
   redis.call('ZREM', q.leases, id)
   local key = q.job_prefix .. id
-  if redis.call('LREM', q.active, 1, id) == 1 and redis.call('EXISTS', key) == 1 then
+  -- From the tail, where the oldest claims are (includes/finish.lua's release).
+  if redis.call('LREM', q.active, -1, id) == 1 and redis.call('EXISTS', key) == 1 then
     local f = redis.call('HMGET', key, 'processedOn', 'ats', 'lockToken')
     redis.call('HDEL', key, 'lockToken')
     local stalls = redis.call('HINCRBY', key, 'stalledCounter', 1)
