@@ -175,6 +175,26 @@ async def test_remove_deletes_a_waiting_job(queue: Queue) -> None:
         await queue.remove(job.id)
 
 
+async def test_remove_takes_a_waiting_job_from_either_end_or_the_middle_of_a_long_queue(
+    queue: Queue,
+) -> None:
+    # Given 2,500 waiting jobs, more than the removal searches from the newest end
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(2500)])
+    waiting = [j.id for j in reversed(jobs)]  # newest first, as the wait list holds them
+
+    # When the newest, the oldest and one in the middle are removed, and a delayed and a
+    # prioritized job besides
+    others = [await queue.add("n", None, delay=60_000), await queue.add("n", None, priority=3)]
+    gone = [waiting[0], waiting[-1], waiting[1700], *(j.id for j in others)]
+    for job_id in gone:
+        await queue.remove(job_id)
+
+    # Then exactly those are gone, and the others wait in their order
+    assert [j.id for j in await queue.get_waiting()] == [i for i in waiting if i not in gone]
+    counts = await queue.get_job_counts()
+    assert (counts["waiting"], counts["delayed"], counts["prioritized"]) == (2497, 0, 0)
+
+
 async def test_clean_removes_old_waiting_jobs_oldest_first(queue: Queue) -> None:
     jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(5)])
 

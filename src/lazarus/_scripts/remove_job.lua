@@ -29,15 +29,17 @@
 -- @include store
 -- @include dedup
 -- @include job_logs
+-- @include enqueue
 
 local q = queue_keys(1)
 local id = ARGV[1]
 if redis.call('EXISTS', KEYS[13]) == 0 then return -1 end
 if redis.call('ZSCORE', q.leases, id) then return -6 end
-redis.call('LREM', q.wait, 0, id)
-redis.call('LREM', q.active, 0, id)
-redis.call('ZREM', q.prioritized, id)
-redis.call('ZREM', q.delayed, id)
+-- Not active (no lease: a claim gives one with the active list's entry, and every release
+-- takes both), so in at most one of the other places.
+if redis.call('ZREM', q.prioritized, id) == 0 and redis.call('ZREM', q.delayed, id) == 0 then
+  wait_remove(q, id)
+end
 redis.call('ZREM', KEYS[11], id)
 redis.call('ZREM', KEYS[12], id)
 store_remove(q.dl, id, KEYS[13], 'removed', '')

@@ -25,6 +25,7 @@
 -- @include queue_keys
 -- @include job_logs
 -- @include repeat
+-- @include enqueue
 
 local q = queue_keys(1)
 local key, schedule = ARGV[1], KEYS[12]
@@ -33,9 +34,9 @@ if not next then return 0 end
 redis.call('DEL', schedule)
 redis.call('ZREM', KEYS[11], key)
 local id = occurrence_id(key, next)
-local removed = redis.call('ZREM', q.delayed, id) + redis.call('ZREM', q.prioritized, id)
-  + redis.call('LREM', q.wait, 0, id)
-if removed > 0 then
+local removed = redis.call('ZREM', q.delayed, id) == 1 or redis.call('ZREM', q.prioritized, id) == 1
+  or wait_remove(q, id)
+if removed then
   drop_job(q.job_prefix .. id)
   emit(q.events, ARGV[2], 'removed', 'jobId', id)
 end

@@ -41,3 +41,14 @@ local function enqueue_push(q, pushed)
     redis.call('LPUSH', q.wait, unpack(pushed, i, math.min(i + 999, #pushed)))
   end
 end
+
+-- wait_remove(q, id): take job `id` out of queue q's wait list; whether it was there. The
+-- newest jobs sit at the head and the next to run at the tail, and LREM compares every id
+-- from the end it starts at: so it starts from the head when `id` is among the
+-- WAIT_REMOVE_NEAR newest, else from the tail, and never reads the list whole for a job near
+-- either end (a job in the middle of a long list still costs a search to it).
+local WAIT_REMOVE_NEAR = 1000
+local function wait_remove(q, id)
+  local near_head = redis.call('LPOS', q.wait, id, 'MAXLEN', WAIT_REMOVE_NEAR)
+  return redis.call('LREM', q.wait, near_head and 1 or -1, id) > 0
+end
