@@ -33,7 +33,7 @@ CLUSTER_TESTS := tests/test_cluster.py tests/test_cluster_moves.py tests/test_ha
 CORE_TESTS := $(FLOOR_TESTS) tests/test_cluster.py tests/test_cluster_moves.py \
 	tests/test_hash_tags.py tests/test_dead_letter_lifecycle.py tests/test_worker_recovery.py
 
-.PHONY: postgres demo demo-payments test test-cluster test-core test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq format clean
+.PHONY: postgres demo demo-payments test test-cluster test-core test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq bench-pauses format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -107,6 +107,11 @@ bench-peers: $(VENV)/.installed
 # (results/dlq_scale.md). Needs about 5 GB of RAM at 1M; long: an hour or more.
 bench-dlq: $(VENV)/.installed
 	$(PY) benchmarks/dlq_scale.py
+
+# How long single calls hold Redis on large data: remove() in a queue of 1M waiting jobs, the
+# calls of a filtered purge over 1M dead letters (results/pauses.md). About 4 minutes.
+bench-pauses: $(VENV)/.installed
+	$(PY) benchmarks/pauses.py
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .

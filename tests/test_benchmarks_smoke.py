@@ -122,6 +122,27 @@ def test_dlq_scale_measures_every_row_and_phase_at_a_tiny_size(tmp_path: Path) -
 
 
 @pytest.mark.timeout(90)
+def test_pauses_benchmark_reports_each_removal_and_the_purge_calls(tmp_path: Path) -> None:
+    # Given a tiny run of the benchmark of how long single calls hold Redis
+    command = [
+        sys.executable, str(ROOT / "benchmarks" / "pauses.py"),
+        "--waiting", "3000", "--dead-letters", "2000", "--out", str(tmp_path),
+    ]  # fmt: skip
+    # When it runs
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=80)
+    # Then its table has a time for each of the three removals and for the purge's calls
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "pauses.md").read_text(encoding="utf-8")
+    removals = [line for line in table.splitlines() if line.startswith("| the ")]
+    assert [line.split("|")[1].strip() for line in removals] == [
+        "the newest", "the oldest", "the middle",
+    ]  # fmt: skip
+    assert all(float(line.split("|")[2].split()[0]) > 0 for line in removals)
+    (purge,) = [line for line in table.splitlines() if line.startswith("| `purge_dead_letters`")]
+    assert all(float(cell.split()[0]) > 0 for cell in purge.split("|")[2:5])
+
+
+@pytest.mark.timeout(90)
 def test_message_forward_benchmark_reports_every_row(tmp_path: Path) -> None:
     # Given a tiny run of the service's throughput benchmark
     command = [

@@ -1,0 +1,157 @@
+"""How long single lazarus calls hold a shared Redis on large data, read from its SLOWLOG.
+
+A script holds Redis for as long as it runs: every other client waits. lazarus bounds each
+call's work whatever the data's size, and this measures it where the data is largest:
+
+- ``remove()`` of one waiting job in a queue of ``--waiting`` jobs: the newest, the oldest and
+  the one in the middle;
+- the script calls of a bulk purge filtered by error type (about 10 % of ``--dead-letters``
+  dead letters), against each call's budget (``dead_letter.replay.CALL_BUDGET_US``): the
+  median, the 99th percentile and the longest of the calls over 0.2 ms.
+
+Writes ``results/pauses.md`` (or ``--out``)::
+
+    .venv/bin/python benchmarks/pauses.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import dlq_data  # noqa: E402
+import report  # noqa: E402
+
+from lazarus import DeadLetterFilter, Queue, _scripts  # noqa: E402
+from lazarus.dead_letter.replay import CALL_BUDGET_US  # noqa: E402
+from lazarus.embedded import EmbeddedRedis  # noqa: E402
+
+FILL_CHUNK = 5_000
+PURGE_LOGGED_US = 200  # SLOWLOG keeps the calls over this (the commands inside scripts are less)
+
+
+async def _script_us(client: Redis, name: str) -> list[int]:
+    """The durations (µs) of the logged calls of script ``name``, and the log emptied."""
+    sha = _scripts.load(name).sha.encode()
+    entries = await client.slowlog_get(100_000)
+    await client.slowlog_reset()
+    return sorted(e["duration"] for e in entries if sha in e["command"][:60])
+
+
+async def removals(url: str, waiting: int) -> dict[str, float]:
+    """ms of Redis for ``remove()`` of the newest, the oldest and the middle waiting job."""
+    client = Redis.from_url(url)
+    queue = Queue("pauses", connection=client)
+    picks: dict[str, str] = {}
+    middle = waiting // 2
+    for start in range(0, waiting, FILL_CHUNK):
+        count = min(FILL_CHUNK, waiting - start)
+        jobs = await queue.add_bulk([{"name": "n", "data": {"i": start + i}} for i in range(count)])
+        if start == 0:
+            picks["oldest"] = jobs[0].id
+        if start <= middle < start + count:
+            picks["middle"] = jobs[middle - start].id
+        picks["newest"] = jobs[-1].id
+    await client.config_set("slowlog-log-slower-than", 0)
+    await client.config_set("slowlog-max-len", 1000)
+    await client.slowlog_reset()
+    held = {}
+    for which in ("newest", "oldest", "middle"):
+        await queue.remove(picks[which])
+        held[which] = max(await _script_us(client, "remove_job"), default=0) / 1000
+    if (await queue.get_job_counts())["waiting"] != waiting - 3:
+        raise RuntimeError("the removals did not remove three waiting jobs")
+    await queue.close()
+    await client.aclose()
+    return held
+
+
+async def purge_calls(url: str, dead_letters: int) -> dict[str, float]:
+    """The purge's rate and its calls' ms: median, p99 and longest."""
+    dlq_data.write_legacy(url, dead_letters)
+    client = Redis.from_url(url)
+    dlq = Queue(dlq_data.DLQ, connection=client, prefix=dlq_data.PREFIX)
+    await dlq.migrate_dead_letters()
+    await client.config_set("slowlog-log-slower-than", PURGE_LOGGED_US)
+    await client.config_set("slowlog-max-len", 100_000)
+    await client.slowlog_reset()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    purged = await dlq.purge_dead_letters(DeadLetterFilter(error_type=dlq_data.ERROR_TYPES[0]))
+    seconds = loop.time() - started
+    calls = await _script_us(client, "purge_dead_letters")
+    await dlq.close()
+    await client.aclose()
+    if not purged or not calls:
+        raise RuntimeError("the purge purged nothing")
+    return {
+        "purged": purged, "rate": purged / seconds, "calls": len(calls),
+        "p50": calls[len(calls) // 2] / 1000, "p99": calls[len(calls) * 99 // 100] / 1000,
+        "max": calls[-1] / 1000,
+    }  # fmt: skip
+
+
+def rows(held: dict[str, float], purge: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    budget = CALL_BUDGET_US / 1000
+    return [
+        f"`remove()` of one waiting job, {args.waiting:,} waiting (ms of Redis):",
+        "",
+        "| job | held Redis |",
+        "|---|---:|",
+        *(f"| the {which} | {ms:.2f} ms |" for which, ms in held.items()),
+        "",
+        f"A bulk purge by error type over {args.dead_letters:,} dead letters: {purge['purged']:,}"
+        f" purged at {purge['rate']:,.0f}/s, in {purge['calls']:,} script calls over"
+        f" {PURGE_LOGGED_US / 1000:.1f} ms (budget {budget:.0f} ms a call):",
+        "",
+        "| calls | p50 | p99 | longest |",
+        "|---|---:|---:|---:|",
+        f"| `purge_dead_letters` | {purge['p50']:.2f} ms | {purge['p99']:.2f} ms |"
+        f" {purge['max']:.2f} ms |",
+    ]
+
+
+async def measure(args: argparse.Namespace, url: str) -> tuple[dict[str, float], dict[str, Any]]:
+    return await removals(url, args.waiting), await purge_calls(url, args.dead_letters)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--waiting", type=int, default=1_000_000)
+    parser.add_argument("--dead-letters", type=int, default=1_000_000)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args()
+    if args.waiting < 3 or args.dead_letters < 100:
+        parser.error("--waiting must be at least 3 and --dead-letters at least 100")
+    commit = report.git_state(ROOT)
+    with EmbeddedRedis(extra_args=["--save", "", "--appendonly", "no"]) as server:
+        version = ".".join(map(str, server.version))
+        held, purge = asyncio.run(measure(args, server.url))
+    facts = report.machine_facts(version, commit)
+    lines = [
+        "# Benchmark results: how long single calls hold Redis",
+        "",
+        f"Command: `python benchmarks/pauses.py {' '.join(sys.argv[1:])}`".rstrip(),
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in facts.items()),
+        "",
+        *rows(held, purge, args),
+        "",
+    ]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "pauses.md").write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
