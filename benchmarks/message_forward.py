@@ -173,21 +173,9 @@ def main() -> None:
         version = ".".join(map(str, server.version))
         results = asyncio.run(measure(args, server.url))
     facts = report.machine_facts(version, report.git_state(ROOT))
-    lines = [
-        "# Benchmark results: the message-forward service",
-        "",
-        f"Command: `python benchmarks/message_forward.py {' '.join(sys.argv[1:])}`".rstrip(),
-        "",
-        "| | |",
-        "|---|---|",
-        *(f"| {k} | {v} |" for k, v in facts.items()),
-        "",
-        *rows(results, args),
-        "",
-    ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "message_forward.md").write_text("\n".join(lines), encoding="utf-8")
-    print("\n".join(lines))
+    report.write_page(
+        args.out, "message_forward", "the message-forward service", facts, rows(results, args)
+    )
 
 
 if __name__ == "__main__":

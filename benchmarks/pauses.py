@@ -136,21 +136,9 @@ def main() -> None:
         version = ".".join(map(str, server.version))
         held, purge = asyncio.run(measure(args, server.url))
     facts = report.machine_facts(version, commit)
-    lines = [
-        "# Benchmark results: how long single calls hold Redis",
-        "",
-        f"Command: `python benchmarks/pauses.py {' '.join(sys.argv[1:])}`".rstrip(),
-        "",
-        "| | |",
-        "|---|---|",
-        *(f"| {k} | {v} |" for k, v in facts.items()),
-        "",
-        *rows(held, purge, args),
-        "",
-    ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "pauses.md").write_text("\n".join(lines), encoding="utf-8")
-    print("\n".join(lines))
+    report.write_page(
+        args.out, "pauses", "how long single calls hold Redis", facts, rows(held, purge, args)
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,26 @@ def git_state(root: Path) -> str:
 
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
     return f"{commit} + uncommitted changes" if git("status", "--porcelain", "src") else commit
+
+
+def write_page(out: Path, name: str, title: str, facts: dict[str, str], body: list[str]) -> None:
+    """Write and print ``<out>/<name>.md``: ``title``, the command that ran
+    (``benchmarks/<name>.py`` with this process's arguments), ``facts`` and ``body``."""
+    lines = [
+        f"# Benchmark results: {title}",
+        "",
+        f"Command: `python benchmarks/{name}.py {' '.join(sys.argv[1:])}`".rstrip(),
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in facts.items()),
+        "",
+        *body,
+        "",
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))
 
 
 def machine_facts(redis_version: str, git_commit: str) -> dict[str, str]:
