@@ -23,7 +23,6 @@
 ]]
 -- @include events
 -- @include store_batch
--- @include job_logs
 -- @include budget
 
 local results, purged = {}, {}
@@ -55,7 +54,7 @@ for i = 4, #KEYS do
       or not store_batch_remove(batch, id, KEYS[i], values, origin, 'purged', '') then
     result = -6
   else
-    store_step(batch, KEYS[i], logs_key(KEYS[i]))
+    store_step(batch, KEYS[i])
     if #purged < 100 then purged[#purged + 1] = id end
     count = count + 1
     result = 1

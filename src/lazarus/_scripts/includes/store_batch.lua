@@ -1,4 +1,5 @@
 -- @include store
+-- @include job_logs
 -- Batched store changes, for the scripts that act on many dead letters in one call (bulk
 -- purge and replay). store_remove and store_set_status write every index and count at once,
 -- one command per dead letter and index; here a call gathers those writes and sends them
@@ -170,12 +171,16 @@ local function store_flush(batch)
   store_batch_clear(batch)
 end
 
--- store_step(batch, ...): count one more dead letter changed in `batch`, with the keys to
--- UNLINK once it is out of the indexes (its hash and logs, for a purge); every STORE_STEP of
--- them, write what the batch gathered. A caller's loop calls it once per dead letter changed.
-local function store_step(batch, ...)
-  local unlink = batch.unlink
-  for _, key in ipairs({...}) do unlink[#unlink + 1] = key end
+-- store_step(batch, dropped): count one more dead letter changed in `batch`; `dropped`, when
+-- given, is its hash, deleted with its logs once it is out of the indexes (a purge). Every
+-- STORE_STEP of them, write what the batch gathered. A caller's loop calls it once per dead
+-- letter changed.
+local function store_step(batch, dropped)
+  if dropped then
+    local unlink = batch.unlink
+    unlink[#unlink + 1] = dropped
+    unlink[#unlink + 1] = logs_key(dropped)
+  end
   batch.pending = batch.pending + 1
   if batch.pending >= STORE_STEP then store_flush(batch) end
 end
