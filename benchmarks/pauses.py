@@ -5,6 +5,7 @@ call's work whatever the data's size, and this measures it where the data is lar
 
 - ``remove()`` of one waiting job in a queue of ``--waiting`` jobs: the newest, the oldest and
   the one in the middle;
+- ``get_job_state()`` in that queue, of the job in the middle and of an id that is nowhere;
 - the script calls of a bulk purge filtered by error type (about 10 % of ``--dead-letters``
   dead letters), against each call's budget (``dead_letter.replay.CALL_BUDGET_US``): the
   median, the 99th percentile and the longest of the calls over 0.2 ms.
@@ -46,8 +47,17 @@ async def _script_us(client: Redis, name: str) -> list[int]:
     return sorted(e["duration"] for e in entries if sha in e["command"][:60])
 
 
-async def removals(url: str, waiting: int) -> dict[str, float]:
-    """ms of Redis for ``remove()`` of the newest, the oldest and the middle waiting job."""
+async def _longest_us(client: Redis) -> int:
+    """The longest logged command's duration (µs), and the log emptied."""
+    entries = await client.slowlog_get(100_000)
+    await client.slowlog_reset()
+    return max((e["duration"] for e in entries), default=0)
+
+
+async def removals(url: str, waiting: int) -> tuple[dict[str, float], dict[str, float]]:
+    """ms of Redis for ``remove()`` of the newest, the oldest and the middle waiting job, and
+    for ``get_job_state()`` of the middle one and of an id that is nowhere (the longest
+    command: a script or, in a pipeline, one command)."""
     client = Redis.from_url(url)
     queue = Queue("pauses", connection=client)
     picks: dict[str, str] = {}
@@ -63,6 +73,13 @@ async def removals(url: str, waiting: int) -> dict[str, float]:
     await client.config_set("slowlog-log-slower-than", 0)
     await client.config_set("slowlog-max-len", 1000)
     await client.slowlog_reset()
+    states = {}
+    for which, job_id in (
+        ("of the job in the middle", picks["middle"]),
+        ("of an id that is nowhere", "x"),
+    ):
+        await queue.get_job_state(job_id)
+        states[which] = await _longest_us(client) / 1000
     held = {}
     for which in ("newest", "oldest", "middle"):
         await queue.remove(picks[which])
@@ -71,7 +88,7 @@ async def removals(url: str, waiting: int) -> dict[str, float]:
         raise RuntimeError("the removals did not remove three waiting jobs")
     await queue.close()
     await client.aclose()
-    return held
+    return held, states
 
 
 async def purge_calls(url: str, dead_letters: int) -> dict[str, float]:
@@ -99,7 +116,10 @@ async def purge_calls(url: str, dead_letters: int) -> dict[str, float]:
     }  # fmt: skip
 
 
-def rows(held: dict[str, float], purge: dict[str, Any], args: argparse.Namespace) -> list[str]:
+def rows(
+    held: dict[str, float], states: dict[str, float], purge: dict[str, Any],
+    args: argparse.Namespace,
+) -> list[str]:  # fmt: skip
     budget = CALL_BUDGET_US / 1000
     return [
         f"`remove()` of one waiting job, {args.waiting:,} waiting (ms of Redis):",
@@ -107,6 +127,12 @@ def rows(held: dict[str, float], purge: dict[str, Any], args: argparse.Namespace
         "| job | held Redis |",
         "|---|---:|",
         *(f"| the {which} | {ms:.2f} ms |" for which, ms in held.items()),
+        "",
+        "`get_job_state()` in that queue (ms of Redis, the longest command):",
+        "",
+        "| state | held Redis |",
+        "|---|---:|",
+        *(f"| {which} | {ms:.2f} ms |" for which, ms in states.items()),
         "",
         f"A bulk purge by error type over {args.dead_letters:,} dead letters: {purge['purged']:,}"
         f" purged at {purge['rate']:,.0f}/s, in {purge['calls']:,} script calls over"
@@ -119,8 +145,11 @@ def rows(held: dict[str, float], purge: dict[str, Any], args: argparse.Namespace
     ]
 
 
-async def measure(args: argparse.Namespace, url: str) -> tuple[dict[str, float], dict[str, Any]]:
-    return await removals(url, args.waiting), await purge_calls(url, args.dead_letters)
+async def measure(
+    args: argparse.Namespace, url: str
+) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
+    held, states = await removals(url, args.waiting)
+    return held, states, await purge_calls(url, args.dead_letters)
 
 
 def main() -> None:
@@ -134,10 +163,14 @@ def main() -> None:
     commit = report.git_state(ROOT)
     with EmbeddedRedis(extra_args=["--save", "", "--appendonly", "no"]) as server:
         version = ".".join(map(str, server.version))
-        held, purge = asyncio.run(measure(args, server.url))
+        held, states, purge = asyncio.run(measure(args, server.url))
     facts = report.machine_facts(version, commit)
     report.write_page(
-        args.out, "pauses", "how long single calls hold Redis", facts, rows(held, purge, args)
+        args.out,
+        "pauses",
+        "how long single calls hold Redis",
+        facts,
+        rows(held, states, purge, args),
     )
 
 

@@ -122,7 +122,7 @@ def test_dlq_scale_measures_every_row_and_phase_at_a_tiny_size(tmp_path: Path) -
 
 
 @pytest.mark.timeout(90)
-def test_pauses_benchmark_reports_each_removal_and_the_purge_calls(tmp_path: Path) -> None:
+def test_pauses_benchmark_reports_removals_state_reads_and_purge_calls(tmp_path: Path) -> None:
     # Given a tiny run of the benchmark of how long single calls hold Redis
     command = [
         sys.executable, str(ROOT / "benchmarks" / "pauses.py"),
@@ -130,7 +130,8 @@ def test_pauses_benchmark_reports_each_removal_and_the_purge_calls(tmp_path: Pat
     ]  # fmt: skip
     # When it runs
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=80)
-    # Then its table has a time for each of the three removals and for the purge's calls
+    # Then its table has a time for each of the three removals, both state reads and the
+    # purge's calls
     assert done.returncode == 0, done.stderr
     table = (tmp_path / "pauses.md").read_text(encoding="utf-8")
     removals = [line for line in table.splitlines() if line.startswith("| the ")]
@@ -138,6 +139,11 @@ def test_pauses_benchmark_reports_each_removal_and_the_purge_calls(tmp_path: Pat
         "the newest", "the oldest", "the middle",
     ]  # fmt: skip
     assert all(float(line.split("|")[2].split()[0]) > 0 for line in removals)
+    states = [line for line in table.splitlines() if line.startswith("| of ")]
+    assert [line.split("|")[1].strip() for line in states] == [
+        "of the job in the middle", "of an id that is nowhere",
+    ]  # fmt: skip
+    assert all(float(line.split("|")[2].split()[0]) > 0 for line in states)
     (purge,) = [line for line in table.splitlines() if line.startswith("| `purge_dead_letters`")]
     assert all(float(cell.split()[0]) > 0 for cell in purge.split("|")[2:5])
 

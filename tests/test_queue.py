@@ -195,6 +195,21 @@ async def test_remove_takes_a_waiting_job_from_either_end_or_the_middle_of_a_lon
     assert (counts["waiting"], counts["delayed"], counts["prioritized"]) == (2497, 0, 0)
 
 
+@pytest.mark.skipif(ON_CLUSTER, reason="reads one server's command statistics")
+async def test_a_job_state_is_read_without_searching_the_wait_list(queue: Queue, raw: Any) -> None:
+    # Given a long wait list
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(2000)])
+
+    # When the states of its oldest and newest jobs, and of an unknown id, are read
+    await raw.config_resetstat()
+    states = [await queue.get_job_state(i) for i in (jobs[0].id, jobs[-1].id, "nope")]
+
+    # Then they are right, and no command read a list
+    assert states == ["waiting", "waiting", "unknown"]
+    ran = set(await raw.info("commandstats"))
+    assert ran and not ran & {"cmdstat_lpos", "cmdstat_lrange", "cmdstat_lrem", "cmdstat_lindex"}
+
+
 async def test_clean_removes_old_waiting_jobs_oldest_first(queue: Queue) -> None:
     jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(5)])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 from . import _codec, _scripts, _tracing
 from ._connection import (
@@ -308,35 +308,13 @@ class Queue(
         ``active``, ``completed``, ``failed``, or ``unknown``."""
         validate_job_id(job_id)
         k = self.keys
-        async with self._client.pipeline(transaction=False) as pipe:
-            pipe.zscore(k.completed, job_id)
-            pipe.zscore(k.failed, job_id)
-            pipe.zscore(k.delayed, job_id)
-            pipe.zscore(k.prioritized, job_id)
-            pipe.lpos(k.active, job_id)
-            pipe.lpos(k.wait, job_id)
-            pipe.hexists(k.meta, "paused")
-            pipe.hget(k.job(job_id), "dlq:status")
-            replies = await pipe.execute()
-        completed, failed, delayed, prioritized, active, waiting, paused, status = replies
-        dead_letter = status is not None and (
-            await self._client.zscore(k.dl_index("s", status), job_id) is not None
-        )
-        if dead_letter:
-            return "waiting"
-        if completed is not None:
-            return "completed"
-        if failed is not None:
-            return "failed"
-        if delayed is not None:
-            return "delayed"
-        if active is not None:
-            return "active"
-        if prioritized is not None:
-            return "paused" if paused else "prioritized"
-        if waiting is not None:
-            return "paused" if paused else "waiting"
-        return "unknown"
+        state = await _scripts.load("job_state")(
+            self._client,
+            [k.completed, k.failed, k.delayed, k.prioritized, k.leases, k.meta, k.job(job_id),
+             k.dl],
+            [job_id],
+        )  # fmt: skip
+        return cast(JobState, _text(state))
 
     async def _list_range(self, key: str, start: int, end: int) -> list[Job]:
         return await self._get_jobs([_text(i) for i in await self._client.lrange(key, start, end)])
