@@ -8,7 +8,10 @@ call's work whatever the data's size, and this measures it where the data is lar
 - ``get_job_state()`` in that queue, of the job in the middle and of an id that is nowhere;
 - the script calls of a bulk purge filtered by error type (about 10 % of ``--dead-letters``
   dead letters), against each call's budget (``dead_letter.replay.CALL_BUDGET_US``): the
-  median, the 99th percentile and the longest of the calls over 0.2 ms.
+  median, the 99th percentile and the longest of the calls over 0.2 ms;
+- the longest call while lazarus works through ``--burst`` jobs at once: ``clean()`` of that
+  many waiting jobs in one call of the library; as many delayed jobs falling due together,
+  drained by a worker; and retention of the newest 10 meeting as many completed jobs.
 
 Writes ``results/pauses.md`` (or ``--out``)::
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import dlq_data  # noqa: E402
 import report  # noqa: E402
 
-from lazarus import DeadLetterFilter, Queue, _scripts  # noqa: E402
+from lazarus import DeadLetterFilter, Job, Queue, Worker, _scripts  # noqa: E402
 from lazarus.dead_letter.replay import CALL_BUDGET_US  # noqa: E402
 from lazarus.embedded import EmbeddedRedis  # noqa: E402
 
@@ -52,6 +56,68 @@ async def _longest_us(client: Redis) -> int:
     entries = await client.slowlog_get(100_000)
     await client.slowlog_reset()
     return max((e["duration"] for e in entries), default=0)
+
+
+async def _fill(queue: Queue, n: int, **options: Any) -> list[str]:
+    ids = []
+    for start in range(0, n, FILL_CHUNK):
+        count = min(FILL_CHUNK, n - start)
+        specs = [{"name": "n", "data": {"i": start + i}, **options} for i in range(count)]
+        ids += [job.id for job in await queue.add_bulk(specs)]
+    return ids
+
+
+async def _drain(url: str, name: str, n: int) -> None:
+    """Run ``n`` jobs of queue ``name`` with a no-op worker (concurrency 50)."""
+    done, count = asyncio.Event(), 0
+
+    async def run(job: Job) -> None:
+        nonlocal count
+        count += 1
+        if count >= n:
+            done.set()
+
+    worker = Worker(name, run, connection=url, concurrency=50)
+    try:
+        await asyncio.wait_for(done.wait(), timeout=max(60.0, n / 500))
+    finally:
+        await worker.close()
+
+
+async def bursts(url: str, n: int) -> dict[str, float]:
+    """The longest call (ms) while lazarus works through ``n`` jobs at once."""
+    client = Redis.from_url(url)
+    queue = Queue("bursts", connection=client)
+    await client.config_set("slowlog-log-slower-than", PURGE_LOGGED_US)
+    await client.config_set("slowlog-max-len", 100_000)
+    longest = {}
+    await _fill(queue, n)
+    await client.slowlog_reset()
+    started = time.perf_counter()
+    if len(await queue.clean(0, limit=n, state="waiting")) != n:
+        raise RuntimeError("the clean did not remove every waiting job")
+    rate = n / (time.perf_counter() - started)
+    longest[f"`clean(0, limit={n:,})` of {n:,} waiting jobs ({rate:,.0f}/s)"] = (
+        await _longest_us(client) / 1000
+    )
+    await _fill(queue, n, delay=1)  # all due by the time the worker starts
+    await client.slowlog_reset()
+    await _drain(url, queue.name, n)
+    longest[f"{n:,} delayed jobs due at once, drained by a worker"] = (
+        await _longest_us(client) / 1000
+    )
+    await _fill(queue, 20, remove_on_complete=10)
+    await client.slowlog_reset()
+    await _drain(url, queue.name, 20)
+    if await queue.get_completed_count() >= n + 20:
+        raise RuntimeError("retention removed no completed job")
+    longest[f"20 jobs keeping the newest 10 complete after {n:,}"] = (
+        await _longest_us(client) / 1000
+    )
+    await queue.obliterate()
+    await queue.close()
+    await client.aclose()
+    return longest
 
 
 async def removals(url: str, waiting: int) -> tuple[dict[str, float], dict[str, float]]:
@@ -118,7 +184,7 @@ async def purge_calls(url: str, dead_letters: int) -> dict[str, float]:
 
 def rows(
     held: dict[str, float], states: dict[str, float], purge: dict[str, Any],
-    args: argparse.Namespace,
+    burst: dict[str, float], args: argparse.Namespace,
 ) -> list[str]:  # fmt: skip
     budget = CALL_BUDGET_US / 1000
     return [
@@ -142,35 +208,43 @@ def rows(
         "|---|---:|---:|---:|",
         f"| `purge_dead_letters` | {purge['p50']:.2f} ms | {purge['p99']:.2f} ms |"
         f" {purge['max']:.2f} ms |",
+        "",
+        f"Bursts of {args.burst:,} jobs (the longest call, ms of Redis):",
+        "",
+        "| burst | longest call |",
+        "|---|---:|",
+        *(f"| {which} | {ms:.2f} ms |" for which, ms in burst.items()),
     ]
 
 
 async def measure(
     args: argparse.Namespace, url: str
-) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
+) -> tuple[dict[str, float], dict[str, float], dict[str, Any], dict[str, float]]:
     held, states = await removals(url, args.waiting)
-    return held, states, await purge_calls(url, args.dead_letters)
+    purge = await purge_calls(url, args.dead_letters)
+    return held, states, purge, await bursts(url, args.burst)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--waiting", type=int, default=1_000_000)
     parser.add_argument("--dead-letters", type=int, default=1_000_000)
+    parser.add_argument("--burst", type=int, default=100_000)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
-    if args.waiting < 3 or args.dead_letters < 100:
-        parser.error("--waiting must be at least 3 and --dead-letters at least 100")
+    if args.waiting < 3 or args.dead_letters < 100 or args.burst < 100:
+        parser.error("--waiting must be at least 3, --dead-letters and --burst at least 100")
     commit = report.git_state(ROOT)
     with EmbeddedRedis(extra_args=["--save", "", "--appendonly", "no"]) as server:
         version = ".".join(map(str, server.version))
-        held, states, purge = asyncio.run(measure(args, server.url))
+        held, states, purge, burst = asyncio.run(measure(args, server.url))
     facts = report.machine_facts(version, commit)
     report.write_page(
         args.out,
         "pauses",
         "how long single calls hold Redis",
         facts,
-        rows(held, states, purge, args),
+        rows(held, states, purge, burst, args),
     )
 
 

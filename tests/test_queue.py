@@ -10,9 +10,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 from lazarus import Backoff, JobNotFoundError, Queue, RedisUnavailableError
-from lazarus._connection import connect
+from lazarus._connection import connect, now_ms
 
-from .conftest import ON_CLUSTER, keys_of
+from .conftest import ON_CLUSTER, keys_of, wait_until
 
 
 async def test_added_job_is_waiting_with_its_data_and_options(queue: Queue) -> None:
@@ -217,6 +217,42 @@ async def test_clean_removes_old_waiting_jobs_oldest_first(queue: Queue) -> None
 
     assert removed == [j.id for j in jobs[:3]]
     assert await queue.get_waiting_count() == 2
+
+
+async def test_a_clean_longer_than_one_call_goes_over_several_and_removes_exactly_its_jobs(
+    queue: Queue, raw: Any
+) -> None:
+    # Given more waiting jobs than one call's time budget can remove
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(5000)])
+
+    # When they are cleaned, a limit beyond them all
+    removed = await queue.clean(0, limit=10_000, state="waiting")
+
+    # Then every one went, oldest first, over several calls (one cleaned event each)
+    assert removed == [j.id for j in jobs]
+    assert await queue.get_waiting_count() == 0
+    events = [f for _, f in await raw.xrange(queue.keys.events) if f["event"] == "cleaned"]
+    assert len(events) > 1 and sum(int(f["count"]) for f in events) == 5000
+
+
+async def test_a_clean_of_delayed_jobs_reads_past_pages_of_newer_ones(queue: Queue) -> None:
+    # Given 1,500 delayed jobs, then 1,500 newer ones due earlier, which rank ahead of them
+    old = await queue.add_bulk([{"name": "n", "data": i, "delay": 3_600_000} for i in range(1500)])
+    newest_old = max(j.timestamp for j in old)
+
+    async def later() -> bool:
+        return now_ms() > newest_old + 50
+
+    await wait_until(later)
+    new = await queue.add_bulk([{"name": "n", "data": i, "delay": 60_000} for i in range(1500)])
+    assert min(j.timestamp for j in new) > newest_old + 50
+
+    # When the older ones are cleaned
+    removed = await queue.clean(now_ms() - newest_old - 25, limit=5000, state="delayed")
+
+    # Then exactly they went, and the newer ones are still delayed
+    assert sorted(removed) == sorted(j.id for j in old)
+    assert sorted(j.id for j in await queue.get_delayed()) == sorted(j.id for j in new)
 
 
 async def test_clean_rejects_bad_arguments(queue: Queue) -> None:

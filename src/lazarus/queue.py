@@ -42,6 +42,7 @@ from ._repeat import RepeatMixin
 from .dead_letter import DeadLetterMixin
 from .dead_letter.filters import LIVE_STATUSES
 from .dead_letter.lifecycle import settle_replay
+from .dead_letter.replay import CALL_BUDGET_US
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
 from .retry import RetryMixin
@@ -449,6 +450,8 @@ class Queue(
         self, grace_ms: int, limit: int = 1000, state: CleanState = "completed"
     ) -> list[str]:
         """Remove up to ``limit`` jobs of ``state`` older than ``grace_ms``; returns their ids.
+        However large ``limit``, no call holds Redis for longer than a few milliseconds: the
+        work goes over as many calls as it needs (each emits its own ``cleaned`` event).
 
         On a dead letter queue, ``clean(grace_ms, state="waiting")`` drops dead letters that
         were dead-lettered more than ``grace_ms`` ago, oldest first.
@@ -461,12 +464,21 @@ class Queue(
             raise ValueError(f"limit must be an int >= 1, got {limit!r}")
         k = self.keys
         script = _scripts.load("clean_jobs")
-        removed = await script(
-            self._client,
-            [*k.group, k.completed, k.failed],
-            [state, now_ms() - grace_ms, limit, self.max_events],
-        )
-        return [_text(i) for i in removed]
+        cutoff = now_ms() - grace_ms
+        removed: list[str] = []
+        # Prioritized and delayed jobs are read from the first, at most ten per job to remove.
+        offset, scan = 0, limit * 10 + 1 if state in ("prioritized", "delayed") else 0
+        while True:  # each call stops at its time budget; the next goes on from there
+            ids, resume, read = await script(
+                self._client,
+                [*k.group, k.completed, k.failed],
+                [state, cutoff, limit - len(removed), self.max_events, CALL_BUDGET_US, offset,
+                 scan],
+            )  # fmt: skip
+            removed += [_text(i) for i in ids]
+            offset, scan = int(resume), scan - int(read)
+            if offset < 0 or len(removed) >= limit:
+                return removed
 
     @reports_unavailable
     async def obliterate(self) -> int:

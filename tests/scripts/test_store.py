@@ -407,11 +407,12 @@ async def test_clean_waiting_on_a_dead_letter_queue_removes_old_dead_letters(
     await make_dead_letter(raw, d, "old")
     await make_dead_letter(raw, d, "new", **{"dlq:deadLetteredAt": NOW + 100})
 
-    removed = await call(
-        raw, "clean_jobs", [*d.group, d.completed, d.failed], ["waiting", NOW + 50, 10, MAXLEN]
-    )
+    removed, resume, _ = await call(
+        raw, "clean_jobs", [*d.group, d.completed, d.failed],
+        ["waiting", NOW + 50, 10, MAXLEN, 4000, 0, 0],
+    )  # fmt: skip
 
-    assert removed == ["old"]
+    assert (removed, resume) == (["old"], -1)
     assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["new"]
     assert not await raw.exists(d.job("old"))
 

@@ -183,6 +183,26 @@ async def test_claim_promotes_due_delayed_jobs_and_reports_the_next_due(
     assert reply[0] == NOW + 5000
 
 
+async def test_claims_promote_a_burst_of_due_jobs_a_bounded_number_at_a_time_in_due_order(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    # Given 450 delayed jobs, all due by the time of the claims
+    ids = [f"j{i:03}" for i in range(450)]
+    for i, job_id in enumerate(ids):
+        await add(raw, k, job_id, delay=10 + i)
+
+    # When one claim runs, then two more
+    first = await claim(raw, k, now=NOW + 1000)
+    left = await raw.zrange(k.delayed, 0, -1)
+    more = [await claim(raw, k, now=NOW + 1000) for _ in range(2)]
+
+    # Then the first promoted the 200 due first, and the claims took jobs in due order
+    assert left == ids[200:]
+    assert await raw.zcard(k.delayed) == 0
+    assert [reply[1][0] for reply in (first, *more)] == ids[:3]
+    assert await raw.lrange(k.wait, -2, -1) == [ids[4], ids[3]]
+
+
 async def test_claim_skips_ids_whose_job_was_deleted(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "gone")
     await add(raw, k, "here")
@@ -239,6 +259,33 @@ async def test_complete_with_remove_now_deletes_the_job(raw: aioredis.Redis, k: 
 
     assert not await raw.exists(k.job("a"))
     assert await raw.zcard(k.completed) == 0
+
+
+async def test_completions_trim_a_large_finished_set_a_bounded_number_at_a_time(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    # Given 450 completed jobs, the oldest first
+    old = [f"old{i:03}" for i in range(450)]
+    for i, job_id in enumerate(old):
+        await raw.hset(k.job(job_id), mapping={"name": "n", "data": "{}"})
+        await raw.zadd(k.completed, {job_id: NOW - 1000 + i})
+
+    # When three jobs complete, each keeping the newest 10
+    sizes = []
+    for job_id in ("a", "b", "c"):
+        await add(raw, k, job_id)
+        await claim(raw, k)
+        await call(
+            raw, "complete_job", [*k.group, k.job(job_id), k.completed, memo(k)],
+            complete_args(job_id, "w1:1", keep=10),
+        )  # fmt: skip
+        sizes.append(await raw.zcard(k.completed))
+
+    # Then each removed at most 200 of the oldest, with their hashes, and the set is at 10
+    assert sizes == [251, 52, 10]
+    assert await raw.zrange(k.completed, 0, -1) == [*old[443:], "a", "b", "c"]
+    assert not await raw.exists(*(k.job(job_id) for job_id in old[:443]))
+    assert await raw.exists(k.job(old[443])) == 1
 
 
 @NOT_OWNED
@@ -576,11 +623,12 @@ async def test_clean_removes_finished_jobs_older_than_the_cutoff(
         await raw.hset(k.job(job_id), mapping={"name": "n", "data": "1"})
         await raw.zadd(k.completed, {job_id: finished})
 
-    removed = await call(
-        raw, "clean_jobs", [*k.group, k.completed, k.failed], ["completed", NOW - 50, 10, MAXLEN]
-    )
+    removed, resume, _ = await call(
+        raw, "clean_jobs", [*k.group, k.completed, k.failed],
+        ["completed", NOW - 50, 10, MAXLEN, 4000, 0, 0],
+    )  # fmt: skip
 
-    assert removed == ["old"]
+    assert (removed, resume) == (["old"], -1)
     assert not await raw.exists(k.job("old"))
     assert await raw.zrange(k.completed, 0, -1) == ["new"]
     assert (await events(raw, k))[-1] == {"event": "cleaned", "count": "1", "state": "completed"}

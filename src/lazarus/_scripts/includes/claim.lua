@@ -1,13 +1,19 @@
 -- @include store
 -- promote_delayed(q, now, maxlen): move delayed jobs that are due to waiting (or prioritized),
--- earliest first, at most 1000 per call. Returns how many moved.
+-- earliest first, at most PROMOTE_AT_MOST per call: every claim and outcome call promotes, so
+-- a burst of jobs due at once (a schedule's batch) goes over many calls, none long. Returns
+-- how many moved.
+local PROMOTE_AT_MOST = 200
 local function promote_delayed(q, now, maxlen)
-  local due = redis.call('ZRANGEBYSCORE', q.delayed, '-inf', now, 'LIMIT', 0, 1000)
+  local due = redis.call('ZRANGEBYSCORE', q.delayed, '-inf', now, 'LIMIT', 0, PROMOTE_AT_MOST)
+  if #due == 0 then return 0 end
+  redis.call('ZREM', q.delayed, unpack(due))
+  local pushed = {}
   for _, id in ipairs(due) do
-    redis.call('ZREM', q.delayed, id)
     local priority = tonumber(redis.call('HGET', q.job_prefix .. id, 'priority') or '0') or 0
-    enqueue(q, id, priority, 0, now, maxlen)
+    enqueue(q, id, priority, 0, now, maxlen, pushed)
   end
+  enqueue_push(q, pushed)
   return #due
 end
 

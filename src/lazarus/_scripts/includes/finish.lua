@@ -22,19 +22,23 @@ end
 
 -- retain(set, job_prefix, keep_count, keep_age_ms, now): apply a retention policy to a finished
 -- set (completed or failed): keep the newest keep_count (-1: all) and nothing older than
--- keep_age_ms (-1: any age). At most 1000 removals per call keep the script short.
+-- keep_age_ms (-1: any age). At most RETAIN_AT_MOST removals per policy and call keep the
+-- script short when many jobs age out at once, or a smaller count meets a large set: every
+-- job that finishes removes some of the rest.
+local RETAIN_AT_MOST = 200
 local function retain(set, job_prefix, keep_count, keep_age_ms, now)
   if keep_age_ms >= 0 then
-    local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - keep_age_ms, 'LIMIT', 0, 1000)
-    for _, id in ipairs(old) do drop_job(job_prefix .. id) end
-    if #old > 0 then redis.call('ZREM', set, unpack(old)) end
+    local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - keep_age_ms, 'LIMIT', 0,
+      RETAIN_AT_MOST)
+    if #old > 0 then
+      drop_jobs(job_prefix, old)
+      redis.call('ZREM', set, unpack(old))
+    end
   end
   if keep_count >= 0 then
-    local excess = redis.call('ZCARD', set) - keep_count
+    local excess = math.min(redis.call('ZCARD', set) - keep_count, RETAIN_AT_MOST)
     if excess > 0 then
-      if excess > 1000 then excess = 1000 end
-      local old = redis.call('ZRANGE', set, 0, excess - 1)
-      for _, id in ipairs(old) do drop_job(job_prefix .. id) end
+      drop_jobs(job_prefix, redis.call('ZRANGE', set, 0, excess - 1))
       redis.call('ZREMRANGEBYRANK', set, 0, excess - 1)
     end
   end

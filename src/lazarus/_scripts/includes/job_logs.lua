@@ -17,6 +17,18 @@ local function drop_job(job_key)
   redis.call('DEL', job_key, logs_key(job_key))
 end
 
+-- drop_jobs(job_prefix, ids): delete the hashes and logs of jobs `ids`, in one command.
+local function drop_jobs(job_prefix, ids)
+  if #ids == 0 then return end
+  local keys = {}
+  for _, id in ipairs(ids) do
+    local key = job_prefix .. id
+    keys[#keys + 1] = key
+    keys[#keys + 1] = logs_key(key)
+  end
+  redis.call('DEL', unpack(keys))
+end
+
 -- move_logs(from_key, to_key): give the logs of job hash `from_key` to job hash `to_key`.
 local function move_logs(from_key, to_key)
   local from = logs_key(from_key)
