@@ -4,7 +4,7 @@ A script holds Redis for as long as it runs: every other client waits. lazarus b
 call's work whatever the data's size, and this measures it where the data is largest:
 
 - ``remove()`` of one waiting job in a queue of ``--waiting`` jobs: the newest, the oldest and
-  the one in the middle;
+  the one in the middle; and of a completed job of that queue;
 - ``get_job_state()`` in that queue, of the job in the middle and of an id that is nowhere;
 - the script calls of a bulk purge filtered by error type (about 10 % of ``--dead-letters``
   dead letters), against each call's budget (``dead_letter.replay.CALL_BUDGET_US``): the
@@ -121,12 +121,14 @@ async def bursts(url: str, n: int) -> dict[str, float]:
 
 
 async def removals(url: str, waiting: int) -> tuple[dict[str, float], dict[str, float]]:
-    """ms of Redis for ``remove()`` of the newest, the oldest and the middle waiting job, and
+    """ms of Redis for ``remove()`` of the newest, the oldest and the middle waiting job and of a
+    completed one, and
     for ``get_job_state()`` of the middle one and of an id that is nowhere (the longest
     command: a script or, in a pipeline, one command)."""
     client = Redis.from_url(url)
     queue = Queue("pauses", connection=client)
-    picks: dict[str, str] = {}
+    picks: dict[str, str] = {"completed": (await queue.add("n", None)).id}
+    await _drain(url, queue.name, 1)
     middle = waiting // 2
     for start in range(0, waiting, FILL_CHUNK):
         count = min(FILL_CHUNK, waiting - start)
@@ -147,7 +149,7 @@ async def removals(url: str, waiting: int) -> tuple[dict[str, float], dict[str, 
         await queue.get_job_state(job_id)
         states[which] = await _longest_us(client) / 1000
     held = {}
-    for which in ("newest", "oldest", "middle"):
+    for which in ("newest", "oldest", "middle", "completed"):
         await queue.remove(picks[which])
         held[which] = max(await _script_us(client, "remove_job"), default=0) / 1000
     if (await queue.get_job_counts())["waiting"] != waiting - 3:
@@ -188,7 +190,7 @@ def rows(
 ) -> list[str]:  # fmt: skip
     budget = CALL_BUDGET_US / 1000
     return [
-        f"`remove()` of one waiting job, {args.waiting:,} waiting (ms of Redis):",
+        f"`remove()` of one job, {args.waiting:,} waiting (ms of Redis):",
         "",
         "| job | held Redis |",
         "|---|---:|",

@@ -130,13 +130,13 @@ def test_pauses_benchmark_reports_removals_state_reads_and_purge_calls(tmp_path:
     ]  # fmt: skip
     # When it runs
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=80)
-    # Then its table has a time for each of the three removals, both state reads, the
+    # Then its table has a time for each of the four removals, both state reads, the
     # purge's calls and the three bursts
     assert done.returncode == 0, done.stderr
     table = (tmp_path / "pauses.md").read_text(encoding="utf-8")
     removals = [line for line in table.splitlines() if line.startswith("| the ")]
     assert [line.split("|")[1].strip() for line in removals] == [
-        "the newest", "the oldest", "the middle",
+        "the newest", "the oldest", "the middle", "the completed",
     ]  # fmt: skip
     assert all(float(line.split("|")[2].split()[0]) > 0 for line in removals)
     states = [line for line in table.splitlines() if line.startswith("| of ")]

@@ -616,6 +616,30 @@ async def test_remove_job_codes(raw: aioredis.Redis, k: QueueKeys) -> None:
     assert await raw.llen(k.wait) == 0
 
 
+async def test_remove_job_searches_the_wait_list_only_for_a_job_in_no_set(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    # Given a completed job, and one waiting
+    keys = [*k.group, k.completed, k.failed]
+    await add(raw, k, "done")
+    await claim(raw, k)
+    await call(
+        raw, "complete_job", [*k.group, k.job("done"), k.completed, memo(k)],
+        complete_args("done", "w1:1"),
+    )  # fmt: skip
+    await add(raw, k, "waiting")
+
+    # When the completed one is removed
+    await raw.config_resetstat()
+    assert await call(raw, "remove_job", [*keys, k.job("done")], ["done", MAXLEN]) == 1
+
+    # Then no command read the wait list, and the other job waits still
+    ran = set(await raw.info("commandstats"))
+    assert "cmdstat_zrem" in ran and not ran & {"cmdstat_lpos", "cmdstat_lrem"}
+    assert await raw.lrange(k.wait, 0, -1) == ["waiting"]
+    assert await raw.zcard(k.completed) == 0 and not await raw.exists(k.job("done"))
+
+
 async def test_clean_removes_finished_jobs_older_than_the_cutoff(
     raw: aioredis.Redis, k: QueueKeys
 ) -> None:

@@ -36,13 +36,13 @@ local id = ARGV[1]
 if redis.call('EXISTS', KEYS[13]) == 0 then return -1 end
 if redis.call('ZSCORE', q.leases, id) then return -6 end
 -- Not active (no lease: a claim gives one with the active list's entry, and every release
--- takes both), so in at most one of the other places.
-if redis.call('ZREM', q.prioritized, id) == 0 and redis.call('ZREM', q.delayed, id) == 0 then
+-- takes both), so in at most one of the other places; the wait list, the one that costs a
+-- search, is the place left when the job is in none of the sets (job_state.lua).
+if redis.call('ZREM', q.prioritized, id) == 0 and redis.call('ZREM', q.delayed, id) == 0
+    and redis.call('ZREM', KEYS[11], id) == 0 and redis.call('ZREM', KEYS[12], id) == 0
+    and not store_remove(q.dl, id, KEYS[13], 'removed', '') then
   wait_remove(q, id)
 end
-redis.call('ZREM', KEYS[11], id)
-redis.call('ZREM', KEYS[12], id)
-store_remove(q.dl, id, KEYS[13], 'removed', '')
 dedup_release(q.job_prefix, id, false)
 drop_job(KEYS[13])
 emit(q.events, ARGV[2], 'removed', 'jobId', id)
