@@ -151,7 +151,7 @@ async def removals(url: str, waiting: int) -> tuple[dict[str, float], dict[str, 
     held = {}
     for which in ("newest", "oldest", "middle", "completed"):
         await queue.remove(picks[which])
-        held[which] = max(await _script_us(client, "remove_job"), default=0) / 1000
+        held[which] = await _longest_us(client) / 1000  # a script call, or a read of the list
     if (await queue.get_job_counts())["waiting"] != waiting - 3:
         raise RuntimeError("the removals did not remove three waiting jobs")
     await queue.close()
@@ -190,7 +190,7 @@ def rows(
 ) -> list[str]:  # fmt: skip
     budget = CALL_BUDGET_US / 1000
     return [
-        f"`remove()` of one job, {args.waiting:,} waiting (ms of Redis):",
+        f"`remove()` of one job, {args.waiting:,} waiting (ms of Redis, the longest command):",
         "",
         "| job | held Redis |",
         "|---|---:|",

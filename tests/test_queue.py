@@ -195,6 +195,67 @@ async def test_remove_takes_a_waiting_job_from_either_end_or_the_middle_of_a_lon
     assert (counts["waiting"], counts["delayed"], counts["prioritized"]) == (2497, 0, 0)
 
 
+async def test_a_job_removed_from_deep_inside_a_long_queue_leaves_a_hole_the_rest_skip(
+    queue: Queue, raw: Any
+) -> None:
+    # Given 25,000 waiting jobs, more than a removal searches whole
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(25_000)])
+    deep = [jobs[7_000].id, jobs[12_000].id, jobs[12_001].id]
+
+    # When three jobs far from either end are removed
+    for job_id in deep:
+        await queue.remove(job_id)
+
+    # Then they are gone, their places are holes, and the counts leave the holes out
+    assert [await queue.get_job_state(i) for i in deep] == ["unknown"] * 3
+    assert await raw.hget(queue.keys.meta, "holes") == "3"
+    assert (await queue.get_job_counts())["waiting"] == 24_997
+    window = await queue.get_waiting(24_999 - 12_002, 24_999 - 11_999)  # newest first
+    assert [j.id for j in window] == [jobs[12_002].id, jobs[11_999].id]
+
+    # And a clean of them all removes every other job, oldest first, and no hole
+    removed = await queue.clean(0, limit=30_000, state="waiting")
+    assert removed == [j.id for j in jobs if j.id not in deep]
+    assert await raw.llen(queue.keys.wait) == 0 and not await raw.hexists(queue.keys.meta, "holes")
+
+
+async def test_a_job_missing_from_a_long_wait_list_it_should_be_in_is_removed_all_the_same(
+    queue: Queue, raw: Any
+) -> None:
+    # Given 25,000 waiting jobs, one of which has lost its place in the list
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(25_000)])
+    await raw.lrem(queue.keys.wait, 1, jobs[9_000].id)
+
+    # When it is removed
+    await queue.remove(jobs[9_000].id)
+
+    # Then its hash is gone and the list is as it was
+    assert await queue.get_job(jobs[9_000].id) is None
+    assert await raw.llen(queue.keys.wait) == 24_999
+    assert not await raw.hexists(queue.keys.meta, "holes")
+
+
+async def test_a_repeatable_occurrence_deep_inside_a_long_queue_is_removed_with_its_schedule(
+    queue: Queue, raw: Any
+) -> None:
+    # Given a schedule whose occurrence waits, due, deep inside 25,000 waiting jobs
+    await queue.add_bulk([{"name": "n", "data": i} for i in range(12_000)])
+    occurrence = await queue.add("tick", None, repeat={"every": 60_000})
+    assert occurrence is not None and await queue.get_job_state(occurrence.id) == "delayed"
+    await raw.zrem(queue.keys.delayed, occurrence.id)
+    await raw.lpush(queue.keys.wait, occurrence.id)
+    await queue.add_bulk([{"name": "n", "data": i} for i in range(13_000)])
+
+    # When the schedule is removed
+    assert await queue.remove_repeatable("tick", {"every": 60_000})
+
+    # Then its occurrence went with it, its place a hole
+    assert await queue.get_job_state(occurrence.id) == "unknown"
+    assert await queue.get_repeatable_jobs() == []
+    assert await raw.hget(queue.keys.meta, "holes") == "1"
+    assert (await queue.get_job_counts())["waiting"] == 25_000
+
+
 @pytest.mark.skipif(ON_CLUSTER, reason="reads one server's command statistics")
 async def test_a_job_state_is_read_without_searching_the_wait_list(queue: Queue, raw: Any) -> None:
     # Given a long wait list

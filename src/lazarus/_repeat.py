@@ -240,8 +240,11 @@ class RepeatMixin:
         """Remove the schedule ``key`` and its pending occurrence (unless already running);
         returns whether there was such a schedule."""
         validate_name(key, "key")
-        reply = await _scripts.load("remove_repeatable")(
-            self._client, schedule_keys(self.keys, key), [key, self.max_events]
+        reply = await _scripts.load("remove_repeatable").searching_wait(
+            self._client,
+            self.keys.wait,
+            [*schedule_keys(self.keys, key), self.keys.completed, self.keys.failed],
+            [key, self.max_events],
         )
         return int(reply) == 1
 

@@ -365,15 +365,18 @@ class Queue(
             pipe.llen(k.active)
             pipe.zcard(k.completed)
             pipe.zcard(k.failed)
-            pipe.hexists(k.meta, "paused")
+            pipe.hmget(k.meta, "paused", "holes")
             for status in LIVE_STATUSES:
                 pipe.zcard(k.dl_index("s", status))
-            wait, prio, delayed, active, completed, failed, paused, *live = await pipe.execute()
+            wait, prio, delayed, active, completed, failed, meta, *live = await pipe.execute()
         dead = sum(int(n) for n in live)
-        ready = int(wait) + int(prio)
+        paused, holes = meta
+        # Jobs removed from deep inside a long wait list leave holes there (remove_job.lua).
+        wait = max(int(wait) - int(holes or 0), 0)
+        ready = wait + int(prio)
         return {
             # Dead letters wait in the store, paused or not: a pause holds claims only.
-            "waiting": (0 if paused else int(wait)) + int(dead),
+            "waiting": (0 if paused else wait) + int(dead),
             "prioritized": 0 if paused else int(prio),
             "paused": ready if paused else 0,
             "delayed": int(delayed),
@@ -435,8 +438,9 @@ class Queue(
         k = self.keys
         script = _scripts.load("remove_job")
         replay = await self._client.hmget(k.job(validate_job_id(job_id)), "replayOf", "replayDlq")
-        code = await script(
+        code = await script.searching_wait(
             self._client,
+            k.wait,
             [*k.group, k.completed, k.failed, k.job(job_id)],
             [job_id, self.max_events],
         )

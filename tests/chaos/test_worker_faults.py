@@ -10,11 +10,12 @@ import time
 
 import pytest
 
-from lazarus import Queue
+from lazarus import JobStateError, Queue
 
 from .audit import all_dead_letters
 from .harness import Scenario
 from .jobs import HUNG, JobSpec, job_mix, produce
+from .pool import RunLog
 from .report import Findings
 
 pytestmark = pytest.mark.chaos
@@ -150,4 +151,69 @@ async def test_hung_processors_time_out(scenario: Scenario) -> None:
     # and a worker whose threads hang still exits after its shutdown_timeout on SIGTERM
     stubborn = await scenario.stop_workers()
     findings.broken["worker still running 10 s after SIGTERM"] = ["worker"] * stubborn
+    await scenario.finish(findings)
+
+
+@pytest.mark.timeout(240)
+async def test_removals_deep_inside_a_long_queue_race_a_sigkill_storm(scenario: Scenario) -> None:
+    # Given 24,000 short jobs, more than a removal searches whole, and three worker processes
+    server = scenario.redis()
+    name = "removals"
+    queue = scenario.queue(server, name)
+    specs = job_mix(24_000, seed=7, ms=(0, 2), flaky=0.0, doomed=0.0, discarded=0.0)
+    await produce(queue, specs, chunk=2000)
+    pool = scenario.workers(server, name, concurrency=8, lock_duration=2000, stalled_interval=1000)
+    for _ in range(3):
+        pool.spawn()
+
+    # When a client removes 400 jobs picked from the whole middle of the list while the
+    # workers drain it, and a worker is SIGKILLed and replaced every 500 ms
+    rng = random.Random(7)
+    picks = rng.sample(specs[1_500:22_500], 400)
+    removed: dict[str, float] = {}  # job id -> when remove() returned
+    refused: list[str] = []
+
+    async def remove_picks() -> None:
+        for spec in picks:
+            try:
+                await queue.remove(spec.id)
+            except JobStateError:  # running by then
+                refused.append(spec.id)
+            else:
+                removed[spec.id] = time.time()
+
+    remover = asyncio.create_task(remove_picks())
+    while not remover.done():
+        await asyncio.wait({remover}, timeout=0.5)  # the storm's own pace
+        pool.kill(rng.choice(pool.live))
+        pool.spawn()
+    await remover
+
+    # Then every other job ran as without faults, and no removed job ran after its removal,
+    # is anywhere, or left its place counted
+    drained = await scenario.settle(queue, timeout=45)
+    findings = Findings(
+        "removals deep inside a long queue, worker SIGKILL storm", len(specs),
+        f"400 removals racing 3 workers; {pool.killed} SIGKILLs, 1 per 500 ms",
+    )  # fmt: skip
+    kept = [s for s in specs if s.id not in removed]
+    await scenario.audit(findings, server, name, kept, healthy=None)
+    runs = RunLog.read(scenario.tmp / f"runs-{name}")
+    findings.broken["removed, then ran"] = [
+        i for i, at in removed.items() if any(start > at for _, _, start in runs.runs.get(i, ()))
+    ]
+    raw = scenario.raw(server)
+    keys = queue.keys
+    findings.broken["removed, yet still there"] = [
+        i
+        for i in removed
+        if await raw.exists(keys.job(i)) or await queue.get_job_state(i) != "unknown"
+    ]
+    holes = await raw.hget(keys.meta, "holes")
+    findings.broken["holes counted with the wait list empty"] = [] if not holes else [str(holes)]
+    made = (await raw.info("commandstats")).get("cmdstat_lset", {}).get("calls", 0)
+    findings.notes.append(
+        f"removed {len(removed)} ({made} leaving a hole), refused (running) {len(refused)};"
+        f" drained: {drained}"
+    )
     await scenario.finish(findings)

@@ -41,6 +41,7 @@
 -- @include dedup
 -- @include job_logs
 -- @include budget
+-- @include enqueue
 
 local q = queue_keys(1)
 local state = ARGV[1]
@@ -73,9 +74,14 @@ if state == 'completed' or state == 'failed' then
 elseif state == 'waiting' then
   while #removed < limit and resume < 0 do
     local id = redis.call('LINDEX', q.wait, -1)
-    if not id or not older(id) then break end
-    redis.call('RPOP', q.wait)
-    if drop(id) then resume = 0 end
+    if id == '' then
+      redis.call('RPOP', q.wait)
+      wait_skip_hole(q, id)
+    else
+      if not id or not older(id) then break end
+      redis.call('RPOP', q.wait)
+      if drop(id) then resume = 0 end
+    end
   end
   for _, index in ipairs(store_statuses(q.dl)) do
     if #removed >= limit or resume >= 0 then break end

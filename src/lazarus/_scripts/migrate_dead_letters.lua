@@ -24,6 +24,7 @@
 ]]
 -- @include queue_keys
 -- @include store
+-- @include enqueue
 
 local q = queue_keys(1)
 local moved, looked = 0, 0
@@ -31,20 +32,23 @@ for _ = 1, tonumber(ARGV[1]) do
   local id = redis.call('RPOP', q.wait)
   if not id then break end
   looked = looked + 1
-  local key = q.job_prefix .. id
-  local values, at, origin = store_values(key)
-  if values then
-    if not redis.call('ZSCORE', q.dl .. 'i:s:' .. values[5], id) then
-      redis.call('HSET', key, 'dlq:status', values[5])
-      redis.call('HDEL', key, 'opts', 'priority', 'delay', 'atm', 'attemptsMade', 'timestamp')
-      for _, field in ipairs({'dlq:priority', 'dlq:delay', 'dlq:replayCount'}) do
-        if redis.call('HGET', key, field) == '0' then redis.call('HDEL', key, field) end
+  -- A hole is the place of a job removed from deep inside the list (includes/enqueue.lua).
+  if not wait_skip_hole(q, id) then
+    local key = q.job_prefix .. id
+    local values, at, origin = store_values(key)
+    if values then
+      if not redis.call('ZSCORE', q.dl .. 'i:s:' .. values[5], id) then
+        redis.call('HSET', key, 'dlq:status', values[5])
+        redis.call('HDEL', key, 'opts', 'priority', 'delay', 'atm', 'attemptsMade', 'timestamp')
+        for _, field in ipairs({'dlq:priority', 'dlq:delay', 'dlq:replayCount'}) do
+          if redis.call('HGET', key, field) == '0' then redis.call('HDEL', key, field) end
+        end
+        store_add(q.dl, id, values, at, origin)
+        moved = moved + 1
       end
-      store_add(q.dl, id, values, at, origin)
-      moved = moved + 1
+    elseif redis.call('EXISTS', key) == 1 then
+      redis.call('LPUSH', q.wait, id)
     end
-  elseif redis.call('EXISTS', key) == 1 then
-    redis.call('LPUSH', q.wait, id)
   end
 end
 if moved > 0 then redis.call('ZADD', q.marker, 0, '0') end

@@ -18,8 +18,12 @@
 
   ARGV[1]  id
   ARGV[2]  maxlen
+  ARGV[3]  at               '' at first; then where the caller found the job in the wait list
+                            (includes/enqueue.lua's wait_remove)
 
-  Returns: 1 removed, -1 JOB_NOT_FOUND, -6 JOB_STATE (the job is active).
+  Returns: 1 removed, -1 JOB_NOT_FOUND, -6 JOB_STATE (the job is active), or {-9, from, id}
+           WAIT_SEARCH: nothing written; the job may be deep inside a long wait list: the
+           caller looks for it there from index `from` and calls again with where it is.
   Events:  removed (jobId)
   Outbox:  removed, when the job was a dead letter (with its fields)
            (while the dead letter queue's outbox is on: includes/outbox.lua)
@@ -41,7 +45,8 @@ if redis.call('ZSCORE', q.leases, id) then return -6 end
 if redis.call('ZREM', q.prioritized, id) == 0 and redis.call('ZREM', q.delayed, id) == 0
     and redis.call('ZREM', KEYS[11], id) == 0 and redis.call('ZREM', KEYS[12], id) == 0
     and not store_remove(q.dl, id, KEYS[13], 'removed', '') then
-  wait_remove(q, id)
+  local removed, from = wait_remove(q, id, tonumber(ARGV[3]))
+  if removed == nil then return {-9, from, id} end
 end
 dedup_release(q.job_prefix, id, false)
 drop_job(KEYS[13])

@@ -47,6 +47,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
   end
   while true do
     local id = redis.call('RPOP', q.wait)
+    while id and wait_skip_hole(q, id) do id = redis.call('RPOP', q.wait) end
     if not id then
       local popped = redis.call('ZPOPMIN', q.prioritized)
       if #popped == 0 then

@@ -42,13 +42,52 @@ local function enqueue_push(q, pushed)
   end
 end
 
--- wait_remove(q, id): take job `id` out of queue q's wait list; whether it was there. The
--- newest jobs sit at the head and the next to run at the tail, and LREM compares every id
--- from the end it starts at: so it starts from the head when `id` is among the
--- WAIT_REMOVE_NEAR newest, else from the tail, and never reads the list whole for a job near
--- either end (a job in the middle of a long list still costs a search to it).
+-- Holes: a job removed from deep inside a long wait list leaves its place as an empty id
+-- (LSET, which costs no search), counted in the queue's meta 'holes'. A claim that pops a hole
+-- skips it (wait_skip_hole); every count of waiting jobs is the list's length less the holes.
+local function wait_hole(q, index)
+  redis.call('LSET', q.wait, index, '')
+  redis.call('HINCRBY', q.meta, 'holes', 1)
+end
+
+-- wait_skip_hole(q, id): whether `id`, popped from the wait list, is a hole (then counted out).
+local function wait_skip_hole(q, id)
+  if id ~= '' then return false end
+  if redis.call('HINCRBY', q.meta, 'holes', -1) <= 0 then redis.call('HDEL', q.meta, 'holes') end
+  return true
+end
+
+-- wait_remove(q, id, at): take job `id` out of queue q's wait list. The newest jobs sit at the
+-- head and the next to run at the tail, and LREM compares every id from the end it starts at:
+-- so a job among the WAIT_REMOVE_NEAR nearest either end is removed from that end, and a list
+-- of at most WAIT_SEARCH_AT_MOST ids is searched whole (half a millisecond at most). A job
+-- further inside a longer list is found by the caller, who reads the list in bounded pieces
+-- (_scripts.find_waiting): `at` is nil before it looked, the index where it saw the job, -1
+-- when it did not, or -2 to search the list whole after all. The job is looked for around
+-- `at` (jobs added meanwhile move it towards the tail, jobs removed near the head back), and
+-- its place becomes a hole (wait_hole). Returns true when the job was removed, false when it
+-- is not in the list, or nil and the index the caller should look from.
 local WAIT_REMOVE_NEAR = 1000
-local function wait_remove(q, id)
-  local near_head = redis.call('LPOS', q.wait, id, 'MAXLEN', WAIT_REMOVE_NEAR)
-  return redis.call('LREM', q.wait, near_head and 1 or -1, id) > 0
+local WAIT_SEARCH_AT_MOST = 20000
+local WAIT_AHEAD, WAIT_BEHIND = 1000, 100
+local function wait_remove(q, id, at)
+  if redis.call('LPOS', q.wait, id, 'MAXLEN', WAIT_REMOVE_NEAR) then
+    return redis.call('LREM', q.wait, 1, id) > 0
+  end
+  if redis.call('LPOS', q.wait, id, 'RANK', -1, 'MAXLEN', WAIT_REMOVE_NEAR) then
+    return redis.call('LREM', q.wait, -1, id) > 0
+  end
+  if at == -2 or redis.call('LLEN', q.wait) <= WAIT_SEARCH_AT_MOST then
+    return redis.call('LREM', q.wait, -1, id) > 0
+  end
+  if at == -1 then return false end
+  if not at then return nil, 0 end
+  local from = math.max(at - WAIT_BEHIND, 0)
+  for i, found in ipairs(redis.call('LRANGE', q.wait, from, at + WAIT_AHEAD)) do
+    if found == id then
+      wait_hole(q, from + i - 1)
+      return true
+    end
+  end
+  return nil, from
 end
