@@ -30,6 +30,9 @@ class Receiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 data = self.rfile.read(length)
+                if len(data) < length:  # the sender died mid-body: no request, as on any server
+                    self.close_connection = True
+                    return
                 with receiver._lock:
                     receiver.requests.append((self.path, dict(self.headers.items()), data))
                 self.send_response(receiver.status)
