@@ -138,6 +138,8 @@ async def removals(url: str, waiting: int) -> tuple[dict[str, float], dict[str, 
         if start <= middle < start + count:
             picks["middle"] = jobs[middle - start].id
         picks["newest"] = jobs[-1].id
+    for name in ("remove_job", "job_state"):  # loaded first: a first call's load is no pause
+        await client.script_load(_scripts.load(name).source)
     await client.config_set("slowlog-log-slower-than", 0)
     await client.config_set("slowlog-max-len", 1000)
     await client.slowlog_reset()
