@@ -133,6 +133,25 @@ async def test_retry_jobs_leaves_jobs_that_failed_after_it_began(
     assert await raw.zscore(queue.keys.failed, job.id) == 2**50
 
 
+async def test_a_batch_larger_than_a_call_can_retry_goes_over_several_calls(
+    queue: Queue, raw: aioredis.Redis
+) -> None:
+    # Given 5,000 failed jobs (written as a worker leaves them)
+    jobs = await queue.add_bulk([{"name": "n", "data": {"i": i}} for i in range(5000)])
+    await raw.delete(queue.keys.wait)
+    await raw.zadd(queue.keys.failed, {job.id: 1000 + i for i, job in enumerate(jobs)})
+
+    # When they are retried in one batch of 5,000
+    progress: list[int] = []
+    retried = await queue.retry_jobs(batch_size=5000, on_progress=progress.append)
+
+    # Then every one waits again, retried once, over several calls each within its budget
+    assert retried == 5000 and progress[-1] == 5000
+    assert progress[0] < 5000 and progress == sorted(set(progress))
+    assert await raw.zcard(queue.keys.failed) == 0
+    assert sorted(await raw.lrange(queue.keys.wait, 0, -1)) == sorted(j.id for j in jobs)
+
+
 async def test_retry_jobs_refuses_other_states_and_bad_batches(queue: Queue) -> None:
     with pytest.raises(ValueError, match="state"):
         await queue.retry_jobs("completed")  # type: ignore[arg-type]

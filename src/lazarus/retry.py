@@ -3,7 +3,8 @@
 
 A job in ``failed`` (it failed for good on a queue without a dead letter queue) goes back to
 ``waiting`` (or ``prioritized``) with its attempts afresh, keeping its failure history. Each
-script call moves at most ``batch_size`` jobs, so a bulk retry never holds Redis for long; it
+script call moves at most ``batch_size`` jobs, and stops at its time budget (4 ms) before
+that, so a bulk retry never holds Redis for long, whatever its batch size; it
 retries the jobs that had failed when it began, oldest first, so a job that fails again
 during the bulk is not retried twice.
 """
@@ -17,6 +18,7 @@ from . import _scripts
 from ._connection import now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id
 from .dead_letter.bulk import DEFAULT_BATCH, Progress, check_batch
+from .dead_letter.replay import CALL_BUDGET_US
 from .errors import error_for_code
 
 if TYPE_CHECKING:
@@ -74,13 +76,14 @@ class RetryMixin:
         script = _scripts.load("retry_failed_jobs")
         done = 0
         while True:
-            looked, *retried = await script(
-                self._client, self._retry_keys(), [now_ms(), self.max_events, until, batch]
-            )
+            more, *retried = await script(
+                self._client, self._retry_keys(),
+                [now_ms(), self.max_events, until, batch, CALL_BUDGET_US],
+            )  # fmt: skip
             done += len(retried)
             if on_progress is not None:
                 result = on_progress(done)
                 if inspect.isawaitable(result):
                     await result
-            if int(looked) < batch:
+            if not int(more):
                 return done

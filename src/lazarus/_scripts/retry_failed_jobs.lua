@@ -19,18 +19,21 @@
 
   ARGV[1]  now
   ARGV[2]  maxlen
-  ARGV[3]  until            with no ids: retry jobs that failed at or before this time (ms)
-  ARGV[4]  limit            with no ids: at most this many
-  ARGV[5]  id               (ARGV[5..]: the jobs to retry; none for a bulk retry)
+  ARGV[3]  until            a bulk retry: retry jobs that failed at or before this time (ms)
+  ARGV[4]  limit            a bulk retry: at most this many; 0 to retry the ids given
+  ARGV[5]  budget_us        a bulk retry: the call's time budget, microseconds
+                            (includes/budget.lua); else the first id (ARGV[5..]: the jobs
+                            to retry)
 
   Returns: with ids, one code per id: 1 retried, -1 JOB_NOT_FOUND, -6 JOB_STATE (the job is
-           not failed); without, {looked, id, ...}: how many failed entries it took (fewer
-           than `limit`: none are left), then the ids retried.
+           not failed); a bulk retry {more, id, ...}: 1 when it stopped with failed entries
+           left to look at (its limit or budget reached), else 0; then the ids retried.
   Events:  retried (jobId), then waiting (jobId) for each job retried
 ]]
 -- @include events
 -- @include queue_keys
 -- @include enqueue
+-- @include budget
 
 local q = queue_keys(1)
 local now = tonumber(ARGV[1])
@@ -46,7 +49,7 @@ local function retry(id)
   enqueue(q, id, tonumber(redis.call('HGET', key, 'priority') or '0') or 0, 0, now, maxlen)
 end
 
-if #ARGV >= 5 then
+if ARGV[4] == '0' then
   local codes = {}
   for i = 5, #ARGV do
     local id = ARGV[i]
@@ -62,15 +65,23 @@ if #ARGV >= 5 then
   return codes
 end
 
+-- At most RETRY_READ entries read a call: more than its budget lets it retry.
+local RETRY_READ = 1000
+budget_start(ARGV[5])
+local limit = math.min(tonumber(ARGV[4]), RETRY_READ)
 local retried = {0}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
-for _, id in ipairs(ids) do
+local ids = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', ARGV[3], 'LIMIT', 0, limit)
+retried[1] = #ids == limit and 1 or 0
+for i, id in ipairs(ids) do
   if redis.call('EXISTS', q.job_prefix .. id) == 1 then
     retry(id)
     retried[#retried + 1] = id
   else
     redis.call('ZREM', KEYS[11], id)  -- a job deleted by hand left its id behind
   end
+  if i < #ids and budget_spent() then
+    retried[1] = 1
+    break
+  end
 end
-retried[1] = #ids
 return retried
