@@ -18,6 +18,7 @@ from ._connection import is_cluster, now_ms
 from ._execution import ExecutionContext
 from ._supervision import Incident
 from .dead_letter.lifecycle import settle_sample
+from .dead_letter.replay import CALL_BUDGET_US
 
 log = logging.getLogger("lazarus.worker")
 
@@ -80,10 +81,10 @@ class LeaseKeeper:
             # cleaned, stalled out elsewhere) are found by a bounded random sample each sweep.
             await settle_sample(ctx.client, ctx.dlq_keys, ctx.max_events, SETTLE_SAMPLE)
         while True:
-            requeued, failed, dead = await _scripts.load("sweep_stalled")(
+            requeued, failed, dead, more = await _scripts.load("sweep_stalled")(
                 ctx.client, keys,
                 [now_ms(), self._max_stalled, ctx.max_events, ctx.keys.queue, dlq_name,
-                 SWEEP_BATCH, across],
+                 SWEEP_BATCH, across, CALL_BUDGET_US],
             )  # fmt: skip
             swept = len(requeued) + len(failed) + len(dead)
             total += swept
@@ -95,7 +96,7 @@ class LeaseKeeper:
                     len(failed),
                     len(dead),
                 )
-            if swept < SWEEP_BATCH:
+            if swept < SWEEP_BATCH and not int(more):
                 break
         if is_cluster(ctx.client):  # moves out of these queues that a crash interrupted
             await _moves.sweep(ctx.client, ctx.keys, ctx.max_events)

@@ -472,7 +472,7 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
     keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
 
     first = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
-    assert first == [["a"], [], []]
+    assert first == [["a"], [], [], 0]
     assert await raw.lrange(k.wait, 0, -1) == ["a"]
     assert (await events(raw, k))[-2:] == [
         {"event": "stalled", "jobId": "a"},
@@ -481,7 +481,7 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
 
     await claim(raw, k)
     second = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
-    assert second == [[], [], ["a"]]
+    assert second == [[], [], ["a"], 0]
     (dl_id,) = await raw.zrange(d.dl_index("s", "pending"), 0, -1)
     dl = await raw.hgetall(d.job(dl_id))
     assert dl["dlq:reason"] == "stalled"
@@ -498,7 +498,7 @@ async def test_sweep_without_a_dead_letter_queue_fails_the_job(
         raw, "sweep_stalled", [*k.group, k.failed], [NOW + 30_001, 0, MAXLEN, "src", "", 10]
     )
 
-    assert reply == [[], ["a"], []]
+    assert reply == [[], ["a"], [], 0]
     assert await raw.zrange(k.failed, 0, -1) == ["a"]
 
 
@@ -510,8 +510,33 @@ async def test_sweep_leaves_live_leases_alone(raw: aioredis.Redis, k: QueueKeys)
         raw, "sweep_stalled", [*k.group, k.failed], [NOW + 10, 0, MAXLEN, "src", "", 10]
     )
 
-    assert reply == [[], [], []]
+    assert reply == [[], [], [], 0]
     assert await raw.lrange(k.active, 0, -1) == ["a"]
+
+
+async def test_a_sweep_stopped_by_its_budget_says_so_and_the_next_goes_on(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    # Given 12 jobs whose leases expired, each stalled too often to run again
+    ids = [f"j{i:02}" for i in range(12)]
+    for job_id in ids:
+        await add(raw, k, job_id)
+    await claim(raw, k, count=12)
+    await raw.zadd(k.leases, dict.fromkeys(ids, 0))
+    keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
+
+    # When sweeps with a budget of 1 microsecond run until one says it is done
+    replies = []
+    while not replies or replies[-1][3] == 1:
+        replies.append(
+            await call(raw, "sweep_stalled", keys, [NOW, 0, MAXLEN, "src", "src-dlq", 100, 0, 1])
+        )
+        assert len(replies) <= 12
+
+    # Then each stopped after a few jobs, and together they dead-lettered every one once
+    assert len(replies) > 1 and all(len(r[2]) < 12 for r in replies)
+    assert sorted(i for r in replies for i in r[2]) == ids
+    assert await raw.zcard(d.dl_index("s", "pending")) == 12
 
 
 async def test_a_sweep_run_twice_dead_letters_each_job_once(
@@ -528,7 +553,7 @@ async def test_a_sweep_run_twice_dead_letters_each_job_once(
     second = await call(raw, "sweep_stalled", keys, args)
 
     assert sorted(first[2]) == ["a", "b"]
-    assert second == [[], [], []]
+    assert second == [[], [], [], 0]
     ids = await raw.zrange(d.dl_index("s", "pending"), 0, -1)
     assert len(set(ids)) == 2
     assert {await raw.hget(d.job(i), "dlq:originalJobId") for i in ids} == {"a", "b"}

@@ -30,13 +30,16 @@
   ARGV[7]  across           1 when the dead letter queue is in another Redis Cluster slot: a
                             job stalled too often is recorded as a move (includes/move_out.lua)
                             for _moves.py to finish, instead of dead-lettered here
+  ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua); ''
+                            or absent for none but the limit
 
   A dead letter's id is derived from the job (queue, id, attempt) and now, never taken from
   ARGV, and skips any id in use: a sweep run twice cannot give one id to two jobs or
   overwrite a dead letter. A second run sweeps only leases that expired since the first.
 
-  Returns: {requeued, failed, dead_lettered}: the ids of the stalled jobs by outcome (moved
-           ones count as dead-lettered).
+  Returns: {requeued, failed, dead_lettered, more}: the ids of the stalled jobs by outcome
+           (moved ones count as dead-lettered), and 1 when the budget stopped the call before
+           its limit with expired leases left, else 0.
   Events:  stalled (jobId), then waiting, failed or failed + deadLettered as for the other
            transitions
   Outbox:  dead-lettered, for a job stalled too often
@@ -49,6 +52,7 @@
 -- @include finish
 -- @include dead_letter
 -- @include move_out
+-- @include budget
 
 local q = queue_keys(1)
 local now = tonumber(ARGV[1])
@@ -59,6 +63,8 @@ local across = ARGV[7] == '1'
 local dlq = (has_dlq and not across) and {dl = KEYS[12], marker = KEYS[13], events = KEYS[14],
   meta = KEYS[15], job_prefix = KEYS[16]} or nil
 local limit = tonumber(ARGV[6])
+local budgeted = (ARGV[8] or '') ~= ''
+if budgeted then budget_start(ARGV[8]) end
 
 -- dead_letter_id(id, attempt): 28 hex digits (as new dead letter ids have) from the job and
 -- now; the first id not in use.
@@ -74,8 +80,13 @@ local function dead_letter_id(id, attempt)
 end
 
 local requeued, failed, dead = {}, {}, {}
+local more = 0
 local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', now, 'LIMIT', 0, limit)
-for _, id in ipairs(expired) do
+for i, id in ipairs(expired) do
+  if i > 1 and budgeted and budget_spent() then
+    more = 1
+    break
+  end
   redis.call('ZREM', q.leases, id)
   local key = q.job_prefix .. id
   -- From the tail, where the oldest claims are (includes/finish.lua's release).
@@ -117,4 +128,4 @@ for _, id in ipairs(expired) do
     end
   end
 end
-return {requeued, failed, dead}
+return {requeued, failed, dead, more}

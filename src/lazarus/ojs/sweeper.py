@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from .. import _scripts
+from ..dead_letter.replay import CALL_BUDGET_US
 from .backend import Backend
 from .nack import expire
 
@@ -70,11 +71,11 @@ class Sweeper:
         for raw in await backend.client.smembers(records.queues):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
             keys = backend.keys(name)
-            _, _, dead = await _scripts.load("sweep_stalled")(
+            _, _, dead, _ = await _scripts.load("sweep_stalled")(
                 backend.client,
                 [*keys.group, keys.failed, *dlq.dead_letter_group, dlq.job_prefix],
                 [backend.now(), MAX_STALLED, backend.max_events, name,
-                 backend.dead_letter_queue, SWEEP_BATCH],
+                 backend.dead_letter_queue, SWEEP_BATCH, 0, CALL_BUDGET_US],
             )  # fmt: skip
             if dead:  # the dead letter queue must be known to the store's global view
                 await backend.client.sadd(dlq.dead_letter_registry, backend.dead_letter_queue)
