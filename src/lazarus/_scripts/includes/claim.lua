@@ -3,7 +3,7 @@
 -- earliest first, at most PROMOTE_AT_MOST per call: every claim and outcome call promotes, so
 -- a burst of jobs due at once (a schedule's batch) goes over many calls, none long. Returns
 -- how many moved.
-local PROMOTE_AT_MOST = 200
+local PROMOTE_AT_MOST = 100
 local function promote_delayed(q, now, maxlen)
   local due = redis.call('ZRANGEBYSCORE', q.delayed, '-inf', now, 'LIMIT', 0, PROMOTE_AT_MOST)
   if #due == 0 then return 0 end
