@@ -125,6 +125,22 @@ async def test_add_bulk_with_one_bad_job_writes_none_of_them(
     assert await keys_of(raw, prefix) == set()
 
 
+@pytest.mark.skipif(ON_CLUSTER, reason="reads one server's command statistics")
+async def test_a_bulk_of_large_payloads_is_added_over_calls_of_a_bounded_size(
+    queue: Queue, raw: Any
+) -> None:
+    # Given 12 jobs of 300 kB of payload each (3.6 MB in all)
+    blob = "x" * 300_000
+    await raw.config_resetstat()
+
+    # When they are added in one bulk
+    await queue.add_bulk([{"name": "n", "data": {"i": i, "blob": blob}} for i in range(12)])
+
+    # Then they all wait in order, added by calls of at most 1 MiB of payloads (three jobs)
+    assert [j.data["i"] for j in reversed(await queue.get_waiting())] == list(range(12))
+    assert (await raw.info("commandstats"))["cmdstat_evalsha"]["calls"] >= 4
+
+
 async def test_add_bulk_adds_in_order(queue: Queue) -> None:
     jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(1200)])
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
 from . import _codec, _scripts, _tracing
@@ -49,7 +49,10 @@ from .retry import RetryMixin
 from .schema import PayloadSchema, Schema
 
 DEFAULT_MAX_EVENTS = 10_000
-BULK_CHUNK = 500
+# One add_jobs call takes at most BULK_CHUNK jobs and BULK_BYTES of payloads (a larger job
+# goes alone), so that it holds Redis for a few milliseconds at most, whatever the payloads.
+BULK_CHUNK = 250
+BULK_BYTES = 1024 * 1024
 BULK_IN_FLIGHT = 8
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 _ADD_KEYS = {
@@ -219,8 +222,7 @@ class Queue(
         now = now_ms()
 
         calls = []
-        for start in range(0, len(prepared), BULK_CHUNK):
-            chunk = prepared[start : start + BULK_CHUNK]
+        for chunk in _chunks(prepared):
             keys = [*self.keys.group, *(self.keys.job(p.args[0]) for p in chunk)]
             args: list[Any] = [now, self.max_events]
             for p in chunk:
@@ -532,6 +534,24 @@ async def list_queues(
         if not isinstance(connection, CLIENT_TYPES):
             await client.aclose()
     return sorted(_text(n) for n in names)
+
+
+def _chunks(prepared: list[_Prepared]) -> Iterator[list[_Prepared]]:
+    """``prepared`` in order, cut into the jobs of one add_jobs call each."""
+    if len(prepared) == 1:
+        yield prepared
+        return
+    chunk: list[_Prepared] = []
+    size = 0
+    for job in prepared:
+        payload = len(job.args[2])
+        if chunk and (len(chunk) == BULK_CHUNK or size + payload > BULK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(job)
+        size += payload
+    if chunk:
+        yield chunk
 
 
 class _Prepared(NamedTuple):
