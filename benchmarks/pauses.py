@@ -10,9 +10,10 @@ call's work whatever the data's size, and this measures it where the data is lar
   dead letters), against each call's budget (``dead_letter.replay.CALL_BUDGET_US``): the
   median, the 99th percentile and the longest of the calls over 0.2 ms;
 - the 99th percentile and the longest call while lazarus works through ``--burst`` jobs at
-  once: ``clean()`` of that many waiting jobs in one call of the library; as many delayed
-  jobs falling due together, drained by a worker; retention of the newest 10 meeting as many
-  completed jobs; and ``retry_jobs(batch_size=5000)`` of as many failed jobs.
+  once: ``add_bulk()`` of them; ``clean()`` of that many waiting jobs in one call of the
+  library; as many delayed jobs falling due together, drained by a worker; retention of the
+  newest 10 meeting as many completed jobs; and ``retry_jobs(batch_size=5000)`` of as many
+  failed jobs.
 
 Writes ``results/pauses.md`` (or ``--out``)::
 
@@ -112,8 +113,13 @@ async def bursts(url: str, n: int) -> dict[str, tuple[float, float]]:
     await client.config_set("slowlog-log-slower-than", PURGE_LOGGED_US)
     await client.config_set("slowlog-max-len", 100_000)
     longest: dict[str, tuple[float, float]] = {}
-    await _fill(queue, n)
     await client.slowlog_reset()
+    started = time.perf_counter()
+    await _fill(queue, n)
+    rate = n / (time.perf_counter() - started)
+    longest[
+        f"`add_bulk()` of {n:,} jobs, {FILL_CHUNK:,} a call ({rate:,.0f}/s)"
+    ] = await _spread_ms(client)
     started = time.perf_counter()
     if len(await queue.clean(0, limit=n, state="waiting")) != n:
         raise RuntimeError("the clean did not remove every waiting job")

@@ -131,7 +131,7 @@ def test_pauses_benchmark_reports_removals_state_reads_and_purge_calls(tmp_path:
     # When it runs
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=80)
     # Then its table has a time for each of the four removals, both state reads, the
-    # purge's calls and the four bursts
+    # purge's calls and the five bursts
     assert done.returncode == 0, done.stderr
     table = (tmp_path / "pauses.md").read_text(encoding="utf-8")
     removals = [line for line in table.splitlines() if line.startswith("| the ")]
@@ -146,9 +146,9 @@ def test_pauses_benchmark_reports_removals_state_reads_and_purge_calls(tmp_path:
     assert all(float(line.split("|")[2].split()[0]) > 0 for line in states)
     (purge,) = [line for line in table.splitlines() if line.startswith("| `purge_dead_letters`")]
     assert all(float(cell.split()[0]) > 0 for cell in purge.split("|")[2:5])
-    burst = table[table.index("Bursts of 500 jobs") :].splitlines()[4:8]
+    burst = table[table.index("Bursts of 500 jobs") :].splitlines()[4:9]
     assert [line.split("|")[1].split()[0] for line in burst] == [
-        "`clean(0,", "500", "20", "`retry_jobs(batch_size=5000)`",
+        "`add_bulk()`", "`clean(0,", "500", "20", "`retry_jobs(batch_size=5000)`",
     ]  # fmt: skip
     assert all(float(cell.split()[0]) >= 0 for line in burst for cell in line.split("|")[2:4])
 
