@@ -7,7 +7,7 @@ call's work whatever the data's size, and this measures it where the data is lar
   the one in the middle; and of a completed job of that queue;
 - ``get_job_state()`` in that queue, of the job in the middle and of an id that is nowhere;
 - the script calls of a bulk purge filtered by error type (about 10 % of ``--dead-letters``
-  dead letters), against each call's budget (``dead_letter.replay.CALL_BUDGET_US``): the
+  dead letters), against each call's budget (``_scripts.CALL_BUDGET_US``): the
   median, the 99th percentile and the longest of the calls over 0.2 ms;
 - the 99th percentile and the longest call while lazarus works through ``--burst`` jobs at
   once: ``add_bulk()`` of them; ``clean()`` of that many waiting jobs in one call of the
@@ -38,26 +38,22 @@ import dlq_data  # noqa: E402
 import report  # noqa: E402
 
 from lazarus import DeadLetterFilter, Job, Queue, Worker, _scripts  # noqa: E402
-from lazarus.dead_letter.replay import CALL_BUDGET_US  # noqa: E402
+from lazarus._scripts import CALL_BUDGET_US  # noqa: E402
 from lazarus.embedded import EmbeddedRedis  # noqa: E402
 
 FILL_CHUNK = 5_000
 PURGE_LOGGED_US = 200  # SLOWLOG keeps the calls over this (the commands inside scripts are less)
 
 
-async def _script_us(client: Redis, name: str) -> list[int]:
-    """The durations (µs) of the logged calls of script ``name``, and the log emptied."""
-    sha = _scripts.load(name).sha.encode()
+async def _logged_us(client: Redis, script: str | None = None) -> list[int]:
+    """The logged commands' durations (µs), sorted, and the log emptied: only the calls of
+    ``script``, if named. The benchmark's own ``SLOWLOG RESET`` (freeing a long log takes a
+    while) does not count."""
     entries = await client.slowlog_get(100_000)
     await client.slowlog_reset()
-    return sorted(e["duration"] for e in entries if sha in e["command"][:60])
-
-
-async def _logged_us(client: Redis) -> list[int]:
-    """The logged commands' durations (µs), sorted, and the log emptied. The benchmark's own
-    ``SLOWLOG RESET`` (freeing a long log takes a while) does not count."""
-    entries = await client.slowlog_get(100_000)
-    await client.slowlog_reset()
+    if script is not None:
+        sha = _scripts.load(script).sha.encode()
+        return sorted(e["duration"] for e in entries if sha in e["command"][:60])
     ours = (b"SLOWLOG", "SLOWLOG")
     return sorted(e["duration"] for e in entries if e["command"].split()[0] not in ours)
 
@@ -204,7 +200,7 @@ async def purge_calls(url: str, dead_letters: int) -> dict[str, float]:
     started = loop.time()
     purged = await dlq.purge_dead_letters(DeadLetterFilter(error_type=dlq_data.ERROR_TYPES[0]))
     seconds = loop.time() - started
-    calls = await _script_us(client, "purge_dead_letters")
+    calls = await _logged_us(client, "purge_dead_letters")
     await dlq.close()
     await client.aclose()
     if not purged or not calls:

@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from . import _moves, _scripts
 from ._connection import is_cluster, now_ms
 from ._execution import ExecutionContext
+from ._scripts import CALL_BUDGET_US
 from ._supervision import Incident
 from .dead_letter.lifecycle import settle_sample
-from .dead_letter.replay import CALL_BUDGET_US
 
 log = logging.getLogger("lazarus.worker")
 

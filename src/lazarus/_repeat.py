@@ -26,6 +26,7 @@ from cronsim import CronSim, CronSimError
 from . import _scripts
 from ._connection import Client, now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_name
+from ._scripts.wait_search import call_searching_wait
 from .job import Job
 
 log = logging.getLogger("lazarus.worker")
@@ -240,7 +241,8 @@ class RepeatMixin:
         """Remove the schedule ``key`` and its pending occurrence (unless already running);
         returns whether there was such a schedule."""
         validate_name(key, "key")
-        reply = await _scripts.load("remove_repeatable").searching_wait(
+        reply = await call_searching_wait(
+            _scripts.load("remove_repeatable"),
             self._client,
             self.keys.wait,
             [*schedule_keys(self.keys, key), self.keys.completed, self.keys.failed],

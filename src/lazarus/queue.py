@@ -39,10 +39,11 @@ from ._keys import (
 from ._limiter import RateLimitMixin
 from ._progress import JobLogsMixin
 from ._repeat import RepeatMixin
+from ._scripts import CALL_BUDGET_US
+from ._scripts.wait_search import call_searching_wait
 from .dead_letter import DeadLetterMixin
 from .dead_letter.filters import LIVE_STATUSES
 from .dead_letter.lifecycle import settle_replay
-from .dead_letter.replay import CALL_BUDGET_US
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
 from .job import Job, JobOptions, JobState, fields_from_reply
 from .retry import RetryMixin
@@ -440,7 +441,8 @@ class Queue(
         k = self.keys
         script = _scripts.load("remove_job")
         replay = await self._client.hmget(k.job(validate_job_id(job_id)), "replayOf", "replayDlq")
-        code = await script.searching_wait(
+        code = await call_searching_wait(
+            script,
             self._client,
             k.wait,
             [*k.group, k.completed, k.failed, k.job(job_id)],

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Literal
 from . import _scripts
 from ._connection import now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id
+from ._scripts import CALL_BUDGET_US
 from .dead_letter.bulk import DEFAULT_BATCH, Progress, check_batch
-from .dead_letter.replay import CALL_BUDGET_US
 from .errors import error_for_code
 
 if TYPE_CHECKING:

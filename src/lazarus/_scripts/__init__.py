@@ -57,10 +57,8 @@ the script may still be running. Per script:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import hashlib
-import itertools
 import math
 import re
 import sys
@@ -134,24 +132,6 @@ class Script:
         if isinstance(reply, Exception):
             raise reply
         return reply
-
-    async def searching_wait(
-        self, client: Client, wait: str, keys: Sequence[str], args: Sequence[Any]
-    ) -> Any:
-        """Call a script that takes one more argument, where its job is in the wait list
-        ``wait`` (``remove_job``, ``remove_repeatable``), until it answers other than
-        ``{WAIT_SEARCH, from, id}``: then the job may be deep inside a long list, which
-        :func:`find_waiting` reads from ``from`` in bounded pieces before the next call.
-        A job that moves away from each look in turn is searched for whole at last."""
-        at: Any = ""
-        for looks in itertools.count():
-            reply = await self(client, keys, [*args, at])
-            if not isinstance(reply, list) or int(reply[0]) != WAIT_SEARCH:
-                return reply
-            if looks == WAIT_LOOKS:
-                at = -2
-            else:
-                at = await find_waiting(client, wait, reply[2], int(reply[1]))
 
     async def call_many(
         self, client: Client, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
@@ -314,27 +294,10 @@ def load(name: str) -> Script:
     return Script(name)
 
 
-WAIT_SEARCH = -9
-"""What a script answers, with where to look and what for, when its job may be deep inside a
-long wait list (:meth:`Script.searching_wait`)."""
-WAIT_LOOKS = 20
-WAIT_PIECE = 10_000  # ids a read of the wait list returns: half a millisecond of Redis
-WAIT_OVERLAP = 100  # jobs removed near the head between two reads move the rest back
-
-
-async def find_waiting(client: Client, wait: str, job_id: Any, start: int) -> int:
-    """The index of ``job_id`` in the wait list ``wait``, read from ``start`` in pieces of
-    :data:`WAIT_PIECE`; -1 when it is not there."""
-    forms = {job_id, job_id.decode() if isinstance(job_id, bytes) else job_id.encode()}
-    while True:
-        piece = await client.lrange(wait, start, start + WAIT_PIECE - 1)
-        for form in forms:
-            with contextlib.suppress(ValueError):
-                return start + int(piece.index(form))
-        if len(piece) < WAIT_PIECE:
-            return -1
-        start += WAIT_PIECE - WAIT_OVERLAP
-
+CALL_BUDGET_US = 4_000
+"""How long one budgeted script call may hold Redis (µs, ``includes/budget.lua``): the calls
+over many entries (bulk replay and purge, clean, retry_jobs, the stall sweep) stop there and
+the caller sends the rest in the next call."""
 
 REPEATABLE = frozenset({
     "add_jobs", "claim_jobs", "complete_job", "retry_job", "fail_job", "dead_letter_job",

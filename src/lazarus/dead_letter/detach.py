@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 MOST_INDEX_KEYS = 1_000
 MOST_AFTER = 100
 # How long one drop call may hold Redis (µs): half a replay or purge call's budget
-# (replay.CALL_BUDGET_US); and the most dead letters it deletes.
+# (_scripts.CALL_BUDGET_US); and the most dead letters it deletes.
 DROP_BUDGET_US = 2_000
 DROP_MOST = 20_000
 # While Redis frees values in the background (the indexes a detach unlinked), a drop call

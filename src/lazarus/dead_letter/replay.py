@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import _codec, _moves, _scripts
 from .._connection import now_ms
 from .._keys import QueueKeys, new_id, validate_name
+from .._scripts import CALL_BUDGET_US
 from ..job import MAX_PRIORITY, JobOptions
 from .lifecycle import check_actor, check_note
 
@@ -19,9 +20,6 @@ if TYPE_CHECKING:
 Override = list[str]
 KEEP: Override = ["", "", "", ""]
 DEFAULT_ACTOR = "operator:unnamed"
-# How long one replay or purge call may hold Redis (µs, includes/budget.lua): a call stops
-# there and the rest of its dead letters go in the next call.
-CALL_BUDGET_US = 4_000
 _FIRST_CALL, _MOST_PER_CALL = 100, 1_000  # dead letters sent in a call (see _in_budgeted_calls)
 T = TypeVar("T")
 UNCHANGED: Any = object()  # replay keeps the payload (None is a payload: JSON null)

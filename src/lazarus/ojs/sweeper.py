@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from .. import _scripts
-from ..dead_letter.replay import CALL_BUDGET_US
+from .._scripts import CALL_BUDGET_US
 from .backend import Backend
 from .nack import expire
 

@@ -62,7 +62,7 @@ end
 -- so a job among the WAIT_REMOVE_NEAR nearest either end is removed from that end, and a list
 -- of at most WAIT_SEARCH_AT_MOST ids is searched whole (half a millisecond at most). A job
 -- further inside a longer list is found by the caller, who reads the list in bounded pieces
--- (_scripts.find_waiting): `at` is nil before it looked, the index where it saw the job, -1
+-- (_scripts/wait_search.py): `at` is nil before it looked, the index where it saw the job, -1
 -- when it did not, or -2 to search the list whole after all. The job is looked for around
 -- `at` (jobs added meanwhile move it towards the tail, jobs removed near the head back), and
 -- its place becomes a hole (wait_hole). Returns true when the job was removed, false when it
