@@ -11,6 +11,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from lazarus import Backoff, JobNotFoundError, Queue, RedisUnavailableError
 from lazarus._connection import connect, now_ms
+from lazarus._scripts.wait_search import WAIT_LOOKS
 
 from .conftest import ON_CLUSTER, keys_of, wait_until
 
@@ -249,6 +250,72 @@ async def test_a_job_missing_from_a_long_wait_list_it_should_be_in_is_removed_al
     assert await queue.get_job(jobs[9_000].id) is None
     assert await raw.llen(queue.keys.wait) == 24_999
     assert not await raw.hexists(queue.keys.meta, "holes")
+
+
+async def test_a_removal_whose_reads_miss_a_job_moved_back_meanwhile_leaves_no_place_behind(
+    queue: Queue, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given 25,000 waiting jobs, one added under its own id and 10,020th from the head; while
+    # the removal reads the list, 150 of the newest are removed, so that the job moves from
+    # the part not read yet to the part read already
+    specs: list[dict[str, Any]] = [{"name": "n", "data": i} for i in range(25_000)]
+    specs[25_000 - 1 - 10_020]["job_id"] = "target"
+    jobs = await queue.add_bulk(specs)
+    assert await raw.lpos(queue.keys.wait, "target") == 10_020
+    client, reads = queue._client, 0
+
+    async def read_then_remove_near_the_head(*args: Any) -> Any:
+        nonlocal reads
+        piece = await type(client).lrange(client, *args)
+        reads += 1
+        if reads == 1:
+            for job in jobs[-150:]:
+                await queue.remove(job.id)
+        return piece
+
+    monkeypatch.setattr(client, "lrange", read_then_remove_near_the_head)
+
+    # When it is removed
+    await queue.remove("target")
+
+    # Then its id is nowhere in the list: a job added again under it has one place, not two
+    monkeypatch.undo()
+    assert reads >= 2
+    assert await queue.get_job("target") is None
+    assert await raw.lpos(queue.keys.wait, "target") is None
+    assert (await queue.get_job_counts())["waiting"] == 25_000 - 151
+    await queue.add("n", None, job_id="target")
+    assert await raw.lpos(queue.keys.wait, "target", count=0) == [0]
+
+
+async def test_a_job_that_moves_away_from_every_look_is_searched_for_whole_at_last(
+    queue: Queue, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given 25,000 waiting jobs, and 1,100 more added after every read of the list, so that
+    # the job to remove is never where the last read saw it
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(25_000)])
+    target = jobs[12_000].id
+    client, reads = queue._client, 0
+
+    async def read_then_add(*args: Any) -> Any:
+        nonlocal reads
+        piece = await type(client).lrange(client, *args)
+        reads += 1
+        await queue.add_bulk([{"name": "m", "data": i} for i in range(1_100)])
+        return piece
+
+    monkeypatch.setattr(client, "lrange", read_then_add)
+
+    # When it is removed
+    await queue.remove(target)
+
+    # Then after its looks the list is searched whole, and the job leaves no place behind
+    monkeypatch.undo()
+    assert reads >= WAIT_LOOKS
+    assert await queue.get_job_state(target) == "unknown"
+    assert await raw.lpos(queue.keys.wait, target) is None
+    assert not await raw.hexists(queue.keys.meta, "holes")
+    assert (await queue.get_job_counts())["waiting"] == 25_000 - 1 + reads * 1_100
 
 
 async def test_a_repeatable_occurrence_deep_inside_a_long_queue_is_removed_with_its_schedule(

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 WAIT_SEARCH = -9
 """What a script answers, with where to look and what for, when its job may be deep inside a
 long wait list."""
-WAIT_LOOKS = 20  # looks before the script searches the list whole, as a last resort
+WAIT_SEARCH_WHOLE = -2
+"""The index that asks the script to search the list whole: the last resort."""
+WAIT_LOOKS = 20  # looks before the script searches the list whole
 WAIT_PIECE = 10_000  # ids a read of the wait list returns: half a millisecond of Redis
 WAIT_OVERLAP = 100  # jobs removed near the head between two reads move the rest back
 
@@ -29,15 +31,26 @@ async def call_searching_wait(
     script: Script, client: Client, wait: str, keys: Sequence[str], args: Sequence[Any]
 ) -> Any:
     """Call ``script``, which takes one more argument, where its job is in the wait list
-    ``wait``, until it answers other than ``{WAIT_SEARCH, from, id}``. A job that moves
-    away from each look in turn is searched for whole at last."""
+    ``wait``, until it answers other than ``{WAIT_SEARCH, from, id}``.
+
+    The script answers so only for a job in none of the queue's sets, which must be in the
+    wait list: when the reads do not see it there (many jobs taken out near the head moved it
+    back faster than they read), they read the list again from its head, and then the script
+    searches the list whole, as it does for a job that moves away from each look in turn.
+    Whatever the reads miss, the job's place never outlives it: an id left behind would be
+    claimed again if a job were added under the same id."""
     at: Any = ""
     for _ in range(WAIT_LOOKS):
         reply = await script(client, keys, [*args, at])
         if not isinstance(reply, list) or int(reply[0]) != WAIT_SEARCH:
             return reply
-        at = await find_waiting(client, wait, reply[2], int(reply[1]))
-    return await script(client, keys, [*args, -2])
+        job_id, start = reply[2], int(reply[1])
+        at = await find_waiting(client, wait, job_id, start)
+        if at < 0 and start > 0:
+            at = await find_waiting(client, wait, job_id, 0)
+        if at < 0:
+            break
+    return await script(client, keys, [*args, WAIT_SEARCH_WHOLE])
 
 
 async def find_waiting(client: Client, wait: str, job_id: Any, start: int) -> int:

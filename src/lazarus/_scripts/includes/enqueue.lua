@@ -62,11 +62,13 @@ end
 -- so a job among the WAIT_REMOVE_NEAR nearest either end is removed from that end, and a list
 -- of at most WAIT_SEARCH_AT_MOST ids is searched whole (half a millisecond at most). A job
 -- further inside a longer list is found by the caller, who reads the list in bounded pieces
--- (_scripts/wait_search.py): `at` is nil before it looked, the index where it saw the job, -1
--- when it did not, or -2 to search the list whole after all. The job is looked for around
--- `at` (jobs added meanwhile move it towards the tail, jobs removed near the head back), and
--- its place becomes a hole (wait_hole). Returns true when the job was removed, false when it
--- is not in the list, or nil and the index the caller should look from.
+-- (_scripts/wait_search.py): `at` is nil before it looked, the index where it saw the job, or
+-- -2 to search the list whole after all, when its reads did not see the job or the job moved
+-- away from every look. The job is in no other place, so its id must not stay behind in the
+-- list, where a job added later under the same id would be claimed twice. The job is looked
+-- for around `at` (jobs added meanwhile move it towards the tail, jobs removed near the head
+-- back), and its place becomes a hole (wait_hole). Returns true when the job was removed,
+-- false when it is not in the list, or nil and the index the caller should look from.
 local WAIT_REMOVE_NEAR = 1000
 local WAIT_SEARCH_AT_MOST = 20000
 local WAIT_AHEAD, WAIT_BEHIND = 1000, 100
@@ -80,7 +82,6 @@ local function wait_remove(q, id, at)
   if at == -2 or redis.call('LLEN', q.wait) <= WAIT_SEARCH_AT_MOST then
     return redis.call('LREM', q.wait, -1, id) > 0
   end
-  if at == -1 then return false end
   if not at then return nil, 0 end
   local from = math.max(at - WAIT_BEHIND, 0)
   for i, found in ipairs(redis.call('LRANGE', q.wait, from, at + WAIT_AHEAD)) do
