@@ -9,6 +9,12 @@ only each next job's id and token. What it reaches is what Redis allows on this 
 worker's drain divided by it is the share of Redis the worker uses (``benchmarks/run.py``
 reports it beside the drain figures).
 
+The same holds for adds one at a time: each waits for its round trip, so no client goes
+faster than one command at a time over one connection allows. :func:`round_trip` measures that
+floor: ``PING`` after ``PING`` over a bare asyncio connection (hiredis parsing the replies, no
+client library), and the client CPU each costs. ``benchmarks/run.py`` reports it beside the
+one-by-one add.
+
 Usage::
 
     python benchmarks/ceiling.py [--n 20000] [--concurrency 10] [--concurrency 50]
@@ -18,13 +24,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import sys
 import time
+import urllib.parse
 import uuid
 from typing import Any
 
 import redis
-from hiredis import pack_command
+from hiredis import Reader, pack_command
 
 from lazarus import Queue, _scripts
 from lazarus._keys import QueueKeys
@@ -130,6 +138,54 @@ def measure(url: str, n: int, concurrency: int) -> dict[str, float]:
     return {"ceiling": n / elapsed, "redis_cpu_us_per_job": cpu / n * 1e6}
 
 
+class _Pinger(asyncio.Protocol):
+    """The least a client can do per round trip: write a packed ``PING``, parse its reply."""
+
+    PING = pack_command(("PING",))
+
+    def __init__(self) -> None:
+        self._reader = Reader()
+        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while (reply := self._reader.gets()) is not False:
+            self._waiting.popleft().set_result(reply)
+
+    def ping(self) -> asyncio.Future[Any]:
+        assert self._transport is not None
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        self._transport.write(self.PING)
+        return future
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+async def round_trip(url: str, n: int = 20_000) -> dict[str, float]:
+    """``n`` PINGs one after another over a bare connection: how many a second, and the client
+    CPU (µs) each costs. No add awaited one at a time can go faster on this machine."""
+    address = urllib.parse.urlsplit(url)
+    loop = asyncio.get_running_loop()
+    _, pinger = await loop.create_connection(_Pinger, address.hostname, address.port)
+    try:
+        await pinger.ping()
+        started, cpu = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            await pinger.ping()
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    finally:
+        pinger.close()
+    return {"round_trips": n / elapsed, "round_trip_cpu_us": cpu / n * 1e6}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20_000, help="jobs per run")
@@ -143,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             cpu = figures["redis_cpu_us_per_job"]
             print(f"c={concurrency}: {figures['ceiling']:,.0f} jobs/s, Redis {cpu:.0f} µs CPU "
                   "per job", file=sys.stderr)  # fmt: skip
+        floor = asyncio.run(round_trip(server.url, args.n))
+        print(f"one at a time: {floor['round_trips']:,.0f} round trips/s, "
+              f"{floor['round_trip_cpu_us']:.0f} µs client CPU each", file=sys.stderr)  # fmt: skip
     return 0
 
 

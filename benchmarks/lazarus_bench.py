@@ -173,5 +173,9 @@ class LazarusAdapter:
         figures = await asyncio.to_thread(ceiling.measure, self.url, n, concurrency)
         return figures["ceiling"]
 
+    async def round_trip(self, n: int) -> dict[str, float]:
+        """The floor of anything awaited one round trip at a time (``ceiling.round_trip``)."""
+        return await ceiling.round_trip(self.url, n)
+
     async def open(self, namespace: str) -> LazarusQueue:
         return LazarusQueue(self.url, namespace, self.worker_options)

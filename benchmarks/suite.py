@@ -55,6 +55,11 @@ class Metric:
 METRICS = (
     Metric("add", "add", "add, one by one (sequential awaits)", "jobs/s", "1",
            Target(">=", 8_000)),
+    Metric("round_trips", "add", "floor: PING after PING, bare connection (ceiling.py)",
+           "round trips/s", "1"),
+    Metric("add_client_cpu_us", "add", "add, one by one: client CPU per add", "µs", "1",
+           Target("<=", 70)),
+    Metric("round_trip_cpu_us", "add", "floor: client CPU per bare round trip", "µs", "1"),
     Metric("add_50", "add_50", "add, 50 producers side by side", "jobs/s", "50",
            Target(">=", 12_000)),
     Metric("add_bulk", "add_bulk", "add_bulk, chunks of 1,000", "jobs/s", "1",

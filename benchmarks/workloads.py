@@ -90,14 +90,21 @@ async def make_dead_letters(queue: BenchQueue, n: int) -> None:
 
 
 async def add_sequential(adapter: QueueAdapter, n: int) -> Sample:
+    """``n`` adds, each awaited before the next; with lazarus, the client CPU each costs and
+    the floor of one round trip at a time on the same Redis (``ceiling.round_trip``)."""
     queue = await adapter.open(namespace())
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for i in range(n):
             await queue.add(payload(i))
-        return {"add": n / (time.perf_counter() - start)}
+        sample = {"add": n / (time.perf_counter() - start)}
+        sample["add_client_cpu_us"] = (time.process_time() - cpu) / n * 1e6
     finally:
         await queue.close()
+    round_trip = getattr(adapter, "round_trip", None)
+    if round_trip is not None:
+        sample.update(await round_trip(n))
+    return sample
 
 
 def add_concurrent(producers: int, key: str) -> WorkloadFn:
