@@ -400,6 +400,22 @@ async def test_bulk_operations_reject_batch_sizes_outside_1_to_5000(dlq: Queue) 
             await dlq.purge_dead_letters(batch_size=size)
 
 
+async def test_bulk_operations_refuse_a_progress_callback_that_is_not_callable_before_a_write(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given four dead letters
+    await dead_letter(make_worker, queue, dlq, [named("order", str(n)) for n in range(4)])
+
+    # When bulk operations are given a progress callback that cannot be called
+    for operation in (dlq.replay_all_dead_letters, dlq.purge_dead_letters):
+        with pytest.raises(TypeError, match="on_progress"):
+            await operation(batch_size=1, on_progress="print")  # type: ignore[arg-type]
+
+    # Then none of the dead letters was touched
+    assert await dlq.count_dead_letters(DeadLetterFilter(status="pending")) == 4
+    assert await queue.get_waiting_count() == 0
+
+
 async def test_find_pages_matches_newest_first_with_limit_and_offset(
     queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:

@@ -27,6 +27,7 @@ from lazarus import (
     _scripts,
 )
 from lazarus._connection import now_ms
+from lazarus.dead_letter.lifecycle import check_actor
 
 from .conftest import wait_until
 
@@ -364,3 +365,11 @@ async def test_a_worker_process_sigkilled_holding_a_replay_leaves_it_to_be_resol
     ]  # fmt: skip
     stored = await queue.get_job(new_id)
     assert stored is not None and stored.stalled_counter == 1
+
+
+@pytest.mark.parametrize(
+    "actor", ["", "operator", "operator:", "operator:two words", "operator:bob\n", "robot", 5]
+)
+def test_an_actor_that_is_not_redriver_policy_or_a_named_operator_is_refused(actor: object) -> None:
+    with pytest.raises((TypeError, ValueError), match="actor"):
+        check_actor(actor)

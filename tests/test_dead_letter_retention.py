@@ -41,7 +41,7 @@ def test_durations_parse_iso_8601_and_bad_ones_name_the_field() -> None:
     assert duration_ms("P180D", "max_age") == 180 * DAY
     assert duration_ms("PT1H30M", "max_age") == 5_400_000
     assert duration_ms("P1Y", "max_age") == 365 * DAY
-    for bad in ("180D", "P", "PT", "P1DT", "P0D", "-P1D"):
+    for bad in ("180D", "P", "PT", "P1DT", "P0D", "-P1D", "P1D\n"):
         with pytest.raises(ValueError, match="max_age"):
             duration_ms(bad, "max_age")
     with pytest.raises(TypeError, match="max_age"):

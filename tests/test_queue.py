@@ -87,6 +87,17 @@ async def test_adding_an_existing_job_id_returns_it_and_writes_nothing(queue: Qu
         ("n", {}, {"remove_on_complete": {"age": -1}}, ValueError, "remove_on_complete.age"),
         ("n", {}, {"remove_on_fail": "yes"}, TypeError, "remove_on_fail"),
         ("n", {}, {"job_id": "has space"}, ValueError, "job_id"),
+        # Waits past about ten years, and counts past exact doubles, are refused: due times
+        # are Redis scores, passed through Lua
+        ("n", {}, {"delay": 10**20}, ValueError, "delay"),
+        ("n", {}, {"timeout": 10**400}, ValueError, "timeout"),
+        ("n", {}, {"attempts": 2**31}, ValueError, "attempts"),
+        ("n", {}, {"backoff": {"delay": 10**15}}, ValueError, "backoff.delay"),
+        ("n", {}, {"remove_on_fail": {"age": 10**12}}, ValueError, "remove_on_fail.age"),
+        ("n", {}, {"remove_on_complete": 2**60}, ValueError, "remove_on_complete"),
+        ("n", {}, {"deduplication": {"id": "k", "ttl": 10**18}}, ValueError, "deduplication.ttl"),
+        ("n", {}, {"repeat": {"every": 10**30}}, ValueError, "repeat.every"),
+        ("n", {}, {"repeat": {"every": 1000, "end_date": 10**20}}, ValueError, "repeat.end_date"),
     ],
 )
 async def test_bad_input_raises_naming_the_field_and_writes_nothing(

@@ -162,3 +162,18 @@ async def test_retry_jobs_refuses_other_states_and_bad_batches(queue: Queue) -> 
 def test_the_script_is_listed_with_its_header() -> None:
     script = load("retry_failed_jobs")
     assert script.header_keys[11] == "failed"
+
+
+async def test_retry_jobs_refuses_a_progress_callback_that_is_not_callable_before_a_write(
+    queue: Queue, make_worker: Any
+) -> None:
+    # Given three failed jobs
+    await fail_jobs(queue, make_worker, 3)
+
+    # When they are retried with a progress callback that cannot be called
+    with pytest.raises(TypeError, match="on_progress"):
+        await queue.retry_jobs(batch_size=1, on_progress=5)  # type: ignore[arg-type]
+
+    # Then none of them moved
+    assert await queue.get_failed_count() == 3
+    assert await queue.get_waiting_count() == 0

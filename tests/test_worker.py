@@ -441,6 +441,51 @@ def test_worker_rejects_bad_options(redis_url: str) -> None:
         Worker("jobs", lambda j: None, connection=redis_url, max_stalled_count=-1, autorun=False)
 
 
+@pytest.mark.parametrize(
+    ("options", "error", "field"),
+    [
+        ({"lock_duration": 10**30}, ValueError, "lock_duration"),
+        ({"stalled_interval": 10**20}, ValueError, "stalled_interval"),
+        ({"job_timeout": 10**20}, ValueError, "job_timeout"),
+        ({"concurrency": 1_000_000}, ValueError, "concurrency"),
+        ({"block_timeout": "5"}, ValueError, "block_timeout"),
+        ({"block_timeout": float("nan")}, ValueError, "block_timeout"),
+        ({"block_timeout": float("inf")}, ValueError, "block_timeout"),
+        ({"block_timeout": -1}, ValueError, "block_timeout"),
+        ({"shutdown_timeout": -5}, ValueError, "shutdown_timeout"),
+        ({"max_events": "x"}, ValueError, "max_events"),
+        ({"name": 123}, TypeError, "name"),
+        ({"name": "two words"}, ValueError, "name"),
+    ],
+)
+def test_worker_refuses_options_it_could_not_run_with_naming_them(
+    redis_url: str, options: dict[str, Any], error: type[Exception], field: str
+) -> None:
+    with pytest.raises(error, match=field):
+        Worker("jobs", lambda j: None, connection=redis_url, autorun=False, **options)
+
+
+async def test_close_with_a_timeout_of_zero_hands_running_jobs_back_at_once(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    # Given a worker whose shutdown timeout is long, running a job that does not end
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(job: Job) -> None:
+        started.set()
+        await release.wait()
+
+    job = await queue.add("n", None)
+    worker = make_worker(hold, shutdown_timeout=60)
+    await asyncio.wait_for(started.wait(), 10)
+
+    # When it is closed with a timeout of zero
+    await asyncio.wait_for(worker.close(timeout=0), 10)
+
+    # Then it did not wait out its shutdown timeout: the job is back in the queue
+    assert await queue.get_job_state(job.id) == "waiting"
+
+
 async def test_async_error_listeners_are_awaited(redis_url: str) -> None:
     worker = Worker(
         "jobs", lambda j: None, connection="redis://127.0.0.1:1/0", block_timeout=0.1, autorun=False

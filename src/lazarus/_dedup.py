@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from ._connection import Client, reports_unavailable
 from ._keys import QueueKeys, validate_name
+from .job import MAX_DURATION_MS, check_int
 
 
 class Deduplication(NamedTuple):
@@ -37,11 +38,9 @@ class Deduplication(NamedTuple):
         ttl = value.get("ttl")
         if ttl is None:
             return cls(dedup_id, 0)
-        if isinstance(ttl, bool) or not isinstance(ttl, int):
-            raise TypeError(f"deduplication.ttl must be an int, not {type(ttl).__name__}")
-        if ttl < 1:
-            raise ValueError(f"deduplication.ttl must be >= 1, got {ttl}")
-        return cls(dedup_id, ttl)
+        return cls(
+            dedup_id, check_int(ttl, "deduplication.ttl", minimum=1, maximum=MAX_DURATION_MS)
+        )
 
     def args(self) -> list[Any]:
         return [self.id, self.ttl]

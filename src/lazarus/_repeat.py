@@ -27,19 +27,11 @@ from . import _scripts
 from ._connection import Client, now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_name
 from ._scripts.wait_search import call_searching_wait
-from .job import Job
+from .job import MAX_DURATION_MS, MAX_TIMESTAMP_MS, Job, check_int
 
 log = logging.getLogger("lazarus.worker")
 
 _REPEAT_KEYS = {"every", "pattern", "tz", "limit", "end_date", "key"}
-
-
-def _int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{field} must be >= 1, got {value}")
-    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +57,7 @@ class Repeat:
         if (every is None) == (pattern is None):
             raise ValueError("repeat needs exactly one of repeat.every and repeat.pattern")
         if every is not None:
-            _int(every, "repeat.every")
+            check_int(every, "repeat.every", minimum=1, maximum=MAX_DURATION_MS)
             if tz is not None:
                 raise ValueError("repeat.tz applies to repeat.pattern only")
         else:
@@ -73,8 +65,9 @@ class Repeat:
         limit, end_date, key = value.get("limit"), value.get("end_date"), value.get("key")
         return cls(
             every=every, pattern=pattern, tz=tz,
-            limit=None if limit is None else _int(limit, "repeat.limit"),
-            end_date=None if end_date is None else _int(end_date, "repeat.end_date"),
+            limit=None if limit is None else check_int(limit, "repeat.limit", minimum=1),
+            end_date=None if end_date is None
+            else check_int(end_date, "repeat.end_date", minimum=1, maximum=MAX_TIMESTAMP_MS),
             key=None if key is None else validate_name(key, "repeat.key"),
         )  # fmt: skip
 

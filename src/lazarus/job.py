@@ -27,10 +27,20 @@ DeadLetterReason = Literal[
 ]
 
 MAX_PRIORITY = 2**21
+# The longest wait any option can ask for (a delay, a backoff, a timeout, a lease, a
+# deduplication ttl, a schedule's interval): about ten years, in ms. Due times are sums of the
+# clock and such a wait, compared as Redis scores (doubles) and passed through Lua, whose
+# numbers print exactly up to 1e14: this keeps every one of them exact.
+MAX_DURATION_MS = 10 * 365 * 24 * 60 * 60 * 1000
+MAX_ATTEMPTS = 2**31 - 1
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # the last millisecond of the year 9999
+MAX_COUNT = 2**53  # a count to keep: every one of them is exact as a Lua number
 _BACKOFF_TYPES = ("fixed", "exponential")
 
 
-def _int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
+def check_int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
+    """``value`` when it is an int (not a bool) from ``minimum`` to ``maximum``, else raise
+    naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{field} must be an int, not {type(value).__name__}")
     if value < minimum or (maximum is not None and value > maximum):
@@ -57,7 +67,7 @@ class Backoff:
     def __post_init__(self) -> None:
         if not isinstance(self.type, str) or not self.type:
             raise ValueError(f"backoff.type must be a non-empty str, got {self.type!r}")
-        _int(self.delay, "backoff.delay", minimum=0)
+        check_int(self.delay, "backoff.delay", minimum=0, maximum=MAX_DURATION_MS)
         if isinstance(self.jitter, bool) or not isinstance(self.jitter, (int, float)):
             raise TypeError(f"backoff.jitter must be a number, not {type(self.jitter).__name__}")
         if not 0 <= self.jitter <= 1:
@@ -72,8 +82,9 @@ class Backoff:
         """Milliseconds to wait after the ``attempts_made``-th failed attempt (a custom type
         waits ``delay``, jittered, when no strategy takes it)."""
         wait = self.delay
-        if self.type == "exponential":
-            wait = self.delay * 2 ** max(attempts_made - 1, 0)
+        if self.type == "exponential":  # doubled at most 64 times: past that it is capped
+            wait = self.delay * 2 ** min(max(attempts_made - 1, 0), 64)
+        wait = min(wait, MAX_DURATION_MS)
         if self.jitter:
             return int(wait * (1 - self.jitter) + rand() * wait * self.jitter)
         return int(wait)
@@ -118,16 +129,19 @@ class KeepPolicy:
         if value is True:
             return cls(remove_now=True)
         if isinstance(value, int):
-            return cls(keep_count=_int(value, field, minimum=0))
+            return cls(keep_count=check_int(value, field, minimum=0, maximum=MAX_COUNT))
         if isinstance(value, Mapping):
             unknown = set(value) - {"age", "count"}
             if unknown:
                 raise ValueError(f"{field} has unknown keys: {sorted(unknown)}")
-            age = value.get("age")
-            count = value.get("count")
+            age, count = value.get("age"), value.get("count")
+            if count is not None:
+                count = check_int(count, f"{field}.count", minimum=0, maximum=MAX_COUNT)
+            if age is not None:
+                age = check_int(age, f"{field}.age", minimum=0, maximum=MAX_DURATION_MS // 1000)
             return cls(
-                keep_count=-1 if count is None else _int(count, f"{field}.count", minimum=0),
-                keep_age_ms=-1 if age is None else _int(age, f"{field}.age", minimum=0) * 1000,
+                keep_count=-1 if count is None else count,
+                keep_age_ms=-1 if age is None else age * 1000,
             )
         raise TypeError(f"{field} must be a bool, an int or a dict, not {type(value).__name__}")
 
@@ -151,12 +165,12 @@ class JobOptions:
     on_exhaustion: OnExhaustion | None = None
 
     def __post_init__(self) -> None:
-        _int(self.attempts, "attempts", minimum=1)
+        check_int(self.attempts, "attempts", minimum=1, maximum=MAX_ATTEMPTS)
         check_on_exhaustion(self.on_exhaustion)
         if self.timeout is not None:
-            _int(self.timeout, "timeout", minimum=1)
-        _int(self.delay, "delay", minimum=0)
-        _int(self.priority, "priority", minimum=0, maximum=MAX_PRIORITY)
+            check_int(self.timeout, "timeout", minimum=1, maximum=MAX_DURATION_MS)
+        check_int(self.delay, "delay", minimum=0, maximum=MAX_DURATION_MS)
+        check_int(self.priority, "priority", minimum=0, maximum=MAX_PRIORITY)
         object.__setattr__(self, "backoff", Backoff.parse(self.backoff))
         KeepPolicy.parse(self.remove_on_complete, "remove_on_complete")
         KeepPolicy.parse(self.remove_on_fail, "remove_on_fail")

@@ -11,14 +11,13 @@ during the bulk is not retried twice.
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Literal
 
 from . import _scripts
 from ._connection import now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id
 from ._scripts import CALL_BUDGET_US
-from .dead_letter.bulk import DEFAULT_BATCH, Progress, check_batch
+from .dead_letter.bulk import DEFAULT_BATCH, Progress, check_batch, check_progress, report
 from .errors import error_for_code
 
 if TYPE_CHECKING:
@@ -69,7 +68,7 @@ class RetryMixin:
         """
         if state != "failed":
             raise ValueError(f"state must be 'failed', got {state!r}")
-        batch = check_batch(batch_size)
+        batch, on_progress = check_batch(batch_size), check_progress(on_progress)
         until = now_ms()
         if dry_run:
             return int(await self._client.zcount(self.keys.failed, "-inf", until))
@@ -82,8 +81,6 @@ class RetryMixin:
             )  # fmt: skip
             done += len(retried)
             if on_progress is not None:
-                result = on_progress(done)
-                if inspect.isawaitable(result):
-                    await result
+                await report(on_progress, done)
             if not int(more):
                 return done

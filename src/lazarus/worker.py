@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import os
 import socket
 import uuid
@@ -44,6 +45,7 @@ from ._supervision import Incident, register
 from .dead_letter import DeadLetterQueueOptions
 from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
+from .job import MAX_DURATION_MS
 from .queue import DEFAULT_MAX_EVENTS
 from .schema import PayloadSchema, Schema, with_payload
 from .workers import Presence
@@ -67,10 +69,27 @@ _EVENTS = (
 )  # fmt: skip
 
 
-def _positive(value: object, field: str, minimum: int = 1) -> int:
+MAX_CONCURRENCY = 100_000
+
+
+def _positive(value: object, field: str, minimum: int = 1, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{field} must be at most {maximum}, got {value!r}")
     return value
+
+
+def _seconds(value: object, field: str, *, zero: bool = False) -> float:
+    """``value`` as a finite number of seconds, > 0 (or >= 0 with ``zero``); raises naming
+    ``field``."""
+    if (
+        isinstance(value, bool) or not isinstance(value, (int, float))
+        or not math.isfinite(value) or value < 0 or (value == 0 and not zero)
+    ):  # fmt: skip
+        bound = ">= 0" if zero else "> 0"
+        raise ValueError(f"{field} must be a finite number of seconds {bound}, got {value!r}")
+    return float(value)
 
 
 class Worker:
@@ -153,9 +172,11 @@ class Worker:
         names = queue_names(queue_name)
         self.queue_name, self.queue_names = names[0], tuple(names)
         self.keys = QueueKeys(validate_name(prefix, "prefix"), self.queue_name)
-        self.concurrency = _positive(concurrency, "concurrency")
-        self.lock_duration = _positive(lock_duration, "lock_duration")
-        self.stalled_interval = _positive(stalled_interval, "stalled_interval")
+        self.concurrency = _positive(concurrency, "concurrency", maximum=MAX_CONCURRENCY)
+        self.lock_duration = _positive(lock_duration, "lock_duration", maximum=MAX_DURATION_MS)
+        self.stalled_interval = _positive(
+            stalled_interval, "stalled_interval", maximum=MAX_DURATION_MS
+        )
         if isinstance(max_stalled_count, bool) or not isinstance(max_stalled_count, int) \
                 or max_stalled_count < 0:  # fmt: skip
             raise ValueError(f"max_stalled_count must be an int >= 0, got {max_stalled_count!r}")
@@ -170,12 +191,19 @@ class Worker:
         self.non_retryable = check_non_retryable(non_retryable)
         if not isinstance(claim_ahead, bool):
             raise TypeError(f"claim_ahead must be a bool, got {claim_ahead!r}")
-        self.block_timeout = block_timeout
-        self.shutdown_timeout = shutdown_timeout
-        self.job_timeout = None if job_timeout is None else _positive(job_timeout, "job_timeout")
+        self.block_timeout = _seconds(block_timeout, "block_timeout")
+        self.shutdown_timeout = _seconds(shutdown_timeout, "shutdown_timeout", zero=True)
+        self.job_timeout = (
+            None if job_timeout is None
+            else _positive(job_timeout, "job_timeout", maximum=MAX_DURATION_MS)
+        )  # fmt: skip
+        max_events = _positive(max_events, "max_events")
         error_cap = _positive(max_error_bytes, "max_error_bytes", MIN_CAP_BYTES)
         stack_cap = _positive(max_stack_bytes, "max_stack_bytes", MIN_CAP_BYTES)
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.name = (
+            validate_name(name, "name") if name is not None
+            else f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        )  # fmt: skip
         self._wake_key = self.keys.wake(self.name)
         self._processor = processor
         self._owns_client = not isinstance(connection, CLIENT_TYPES)
@@ -388,7 +416,7 @@ class Worker:
         self._slot_freed.set()
         woken = self._blocking and await self._wake()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + (timeout or self.shutdown_timeout)
+        deadline = loop.time() + (self.shutdown_timeout if timeout is None else timeout)
         # The run() task, unless close() is called from inside it.
         run_task = self._run_task if self._run_task is not asyncio.current_task() else None
         if run_task is not None:

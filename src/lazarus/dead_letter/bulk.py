@@ -51,6 +51,15 @@ def check_rate(rate: object) -> float | None:
     return float(rate)
 
 
+def check_progress(on_progress: object) -> Progress | None:
+    """``on_progress`` when it is None or callable; checked before a bulk operation writes."""
+    if on_progress is not None and not callable(on_progress):
+        raise TypeError(
+            f"on_progress must be a function of the count done, not {type(on_progress).__name__}"
+        )
+    return on_progress
+
+
 async def report(on_progress: Progress, done: int) -> None:
     """Tell ``on_progress`` (a function or a coroutine function) that ``done`` are done."""
     reply = on_progress(done)

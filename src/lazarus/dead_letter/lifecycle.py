@@ -45,7 +45,7 @@ def check_actor(value: object) -> str:
     ``actor``."""
     if not isinstance(value, str):
         raise TypeError(f"actor must be a str, not {type(value).__name__}")
-    if len(value) > MAX_ACTOR_LENGTH or has_lone_surrogate(value) or not _ACTOR.match(value):
+    if len(value) > MAX_ACTOR_LENGTH or has_lone_surrogate(value) or not _ACTOR.fullmatch(value):
         raise ValueError(
             f"actor must be 'redriver', 'policy' or 'operator:<name>' (a name without "
             f"whitespace or commas, at most {MAX_ACTOR_LENGTH} characters), got {value!r}"

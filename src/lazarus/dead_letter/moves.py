@@ -126,7 +126,7 @@ class DeadLetterMovesMixin:
         with ``statuses``, only on dead letters of those statuses, one status at a time;
         without ``sources``, ``act`` is not told the matches' source queues."""
         flt, batch = check_filter(filter), bulk.check_batch(batch_size)
-        limit = bulk.check_rate(rate)
+        limit, on_progress = bulk.check_rate(rate), bulk.check_progress(on_progress)
         parts = [flt]
         if statuses is not None:
             wanted = statuses if flt.status is None else [s for s in statuses if s == flt.status]
@@ -198,6 +198,7 @@ class DeadLetterMovesMixin:
         stopped half-way (a killed process) over a minute ago left to delete."""
         flt, limit = check_filter(filter), bulk.check_rate(rate)
         bulk.check_batch(batch_size)
+        bulk.check_progress(on_progress)
         if not dry_run:
             await detach.drop_leftovers(
                 self._client, self.keys, self.max_events, older_than_ms=detach.LEFTOVER_AGE_MS

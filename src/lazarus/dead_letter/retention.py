@@ -40,7 +40,7 @@ def duration_ms(value: object, field: str) -> int:
     365 days and a month 30. Raises naming ``field``."""
     if not isinstance(value, str):
         raise TypeError(f"{field} must be an ISO 8601 duration str, not {type(value).__name__}")
-    match = _DURATION.match(value)
+    match = _DURATION.fullmatch(value)
     if not match or value in ("P", "PT") or value.endswith("T"):
         raise ValueError(f"{field} must be an ISO 8601 duration such as 'P180D', got {value!r}")
     total = sum(int(n) * unit for n, unit in zip(match.groups(), _UNIT_MS) if n)
