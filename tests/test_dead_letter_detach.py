@@ -12,10 +12,11 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
-from lazarus import DeadLetterFilter, Queue, _scripts
+from lazarus import DeadLetterFilter, Queue, UnrecoverableError, _scripts
 from lazarus._connection import now_ms
 from lazarus.dead_letter import detach
 
+from .conftest import wait_until
 from .test_dead_letter_store import T0, seed
 
 
@@ -287,3 +288,42 @@ async def test_a_drop_call_yields_while_redis_frees_values_in_the_background(
     else:
         assert reply == [10, 0, 0]
         assert await dead_letter_hashes(raw, dlq) == 0
+
+
+async def _fails(job: Any) -> None:
+    raise UnrecoverableError("no")
+
+
+async def test_a_replay_that_fails_while_its_dead_letter_is_being_purged_becomes_a_new_one(
+    raw: aioredis.Redis, queue: Queue, dlq: Queue, make_worker: Any
+) -> None:
+    # Given a dead letter replayed (processing), then detached by a whole-store purge of the
+    # processing dead letters that has not deleted its hash yet
+    await queue.add("n", {"n": 1})
+    worker = make_worker(_fails, dead_letter_queue=dlq.name)
+    await wait_until(lambda: _holds(dlq, 1), message="a dead letter")
+    await worker.close()
+    [first] = await dlq.get_dead_letter_jobs()
+    replayed = await dlq.replay_dead_letter(first.id)
+    [count, _] = await detach_call(dlq, until=(now_ms() + 1) * 1000, statuses="processing")
+    assert count == 1
+
+    # When the replayed job fails for good meanwhile, and the purge then goes on
+    worker = make_worker(_fails, dead_letter_queue=dlq.name)
+    await wait_until(lambda: _holds(dlq, 1), message="the replay dead-lettered")
+    await worker.close()
+    await dlq.settle_dead_letters()
+    await detach.drop_leftovers(dlq.client, dlq.keys, dlq.max_events)
+
+    # Then the replay is a dead letter of its own, whole, and every index entry has its hash
+    [second] = await dlq.get_dead_letter_jobs()
+    assert second.id != first.id and second.dead_letter is not None
+    assert second.dead_letter.original_job_id == replayed
+    assert await raw.exists(dlq.keys.job(first.id)) == 0
+    for status in await raw.zrange(dlq.keys.dl + "v:s", 0, -1):
+        for dl_id in await raw.zrange(dlq.keys.dl_index("s", status), 0, -1):
+            assert await raw.exists(dlq.keys.job(dl_id)), (status, dl_id)
+
+
+async def _holds(dlq: Queue, count: int) -> bool:
+    return await dlq.count_dead_letters(DeadLetterFilter(status="pending")) == count

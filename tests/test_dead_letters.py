@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from lazarus import (
     Backoff,
     DeadLetterError,
+    DeadLetterFilter,
     DeadLetterQueueOptions,
     Job,
     JobNotFoundError,
@@ -30,6 +31,9 @@ from lazarus import (
     _scripts,
 )
 from lazarus._connection import now_ms
+from lazarus.dead_letter import replay
+from lazarus.embedded import EmbeddedRedis
+from lazarus.errors import ErrorCode
 
 from .conftest import keys_of, wait_until
 
@@ -742,3 +746,87 @@ async def test_source_queue_and_dlq_from_two_queues_keep_their_own_names(
         for j in await dlq.get_dead_letter_jobs()
     }
     assert sources == {"jobs": "jobs", "other": "other"}
+
+
+# -- a dead letter queue's own workers -----------------------------------------------------------
+
+
+async def test_a_dead_letter_that_fails_for_good_on_a_dead_letter_queue_worker_moves_on_whole(
+    redis_url: str, prefix: str, queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given a dead letter, and a worker on the dead letter queue with a dead letter queue of
+    # its own
+    await queue.add("charge", {"n": 1})
+    await dead_letter_all(make_worker, dlq, 1)
+    last = Queue("jobs-dlq-dlq", connection=redis_url, prefix=prefix)
+
+    # When that worker takes the dead letter, and it fails for good again
+    await dead_letter_all(make_worker, last, 1, queue_name=dlq.name)
+
+    # Then it is a dead letter of the last queue, with its payload, and in no other place
+    moved = await only_dead_letter(last)
+    assert moved.original_data == {"n": 1}
+    assert await dlq.get_dead_letter_count() == 0
+    assert await dlq.client.llen(dlq.keys.active) == 0
+    await last.close()
+
+
+async def test_a_replay_under_the_id_of_a_job_that_exists_leaves_both_alone(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given a dead letter of job "order-1", and a new job added since under the same id
+    await queue.add("charge", {"v": "first"}, job_id="order-1")
+    await dead_letter_all(make_worker, dlq, 1)
+    dead = await only_dead_letter(dlq)
+    await queue.add("charge", {"v": "second"}, job_id="order-1")
+
+    # When the dead letter is replayed under its original id (as OJS replays)
+    [(new_id, result)] = await replay.replay(
+        dlq.client, dlq.keys, dlq.max_events, queue.name, [(dead.id, replay.KEEP)],
+        new_ids=["order-1"],
+    )  # fmt: skip
+
+    # Then the replay is refused: the job keeps its payload and its one place, and the dead
+    # letter stays pending
+    assert (new_id, result) == ("order-1", ErrorCode.JOB_EXISTS)
+    job = await queue.get_job("order-1")
+    assert job is not None and job.data == {"v": "second"}
+    assert await queue.client.lpos(queue.keys.wait, "order-1", count=0) == [0]
+    assert await dlq.count_dead_letters(DeadLetterFilter(status="pending")) == 1
+
+
+@pytest.mark.timeout(60)
+async def test_a_claim_on_a_dead_letter_queue_passes_an_index_entry_without_its_dead_letter() -> (
+    None
+):
+    # Given, on a server of its own (a claim that looped would hold it for good), a dead
+    # letter queue whose pending index names a dead letter that is gone, before a real one
+    with EmbeddedRedis() as server:
+        client = aioredis.Redis.from_url(server.url, decode_responses=True, socket_timeout=10)
+        source, dlq = Queue("jobs", connection=client), Queue("jobs-dlq", connection=client)
+        await source.add("charge", {"n": 1})
+        worker = Worker("jobs", reject_as_unrecoverable, connection=client, block_timeout=0.2,
+                        dead_letter_queue="jobs-dlq")  # fmt: skip
+        await wait_until(lambda: holds(dlq, 1), message="a dead letter")
+        await worker.close()
+        [real] = await client.zrange(dlq.keys.dl_index("s", "pending"), 0, -1, withscores=True)
+        await client.zadd(dlq.keys.dl_index("s", "pending"), {"gone": real[1] - 1})
+
+        # When a worker of the dead letter queue claims
+        taken: list[str] = []
+        done = asyncio.Event()
+
+        async def take(job: Job) -> None:
+            taken.append(job.id)
+            done.set()
+
+        dlq_worker = Worker("jobs-dlq", take, connection=client, block_timeout=0.2)
+        await asyncio.wait_for(done.wait(), 20)
+        await dlq_worker.close()
+
+        # Then it passed the stale entry, took the real dead letter, and the index is clean
+        assert taken == [real[0]]
+        assert await client.zrange(dlq.keys.dl_index("s", "pending"), 0, -1) == []
+        await source.close()
+        await dlq.close()
+        await client.aclose()

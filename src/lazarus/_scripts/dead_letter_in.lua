@@ -55,7 +55,9 @@ if f['replayOf'] and f['replayDlq'] == mv['target'] then
   local rec_id = f['replayOf']
   local rec_key = string.sub(dlq.dl, 1, -4) .. 'job:' .. rec_id
   local rec = redis.call('HMGET', rec_key, 'dlq:replayJob', 'dlq:status')
-  if rec[1] == mv['id'] and rec[2] == 'processing' then
+  -- In the processing index too: a whole-store purge detaches it before the hash goes.
+  if rec[1] == mv['id'] and rec[2] == 'processing'
+      and redis.call('ZSCORE', dlq.dl .. 'i:s:processing', rec_id) then
     local replays = tonumber(f['rc']) or 0
     local limit = tonumber(redis.call('HGET', dlq.meta, 'maxReplays') or '') or DEFAULT_MAX_REPLAYS
     local status = replays >= limit and 'failed' or 'pending'

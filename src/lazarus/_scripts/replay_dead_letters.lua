@@ -38,7 +38,8 @@
 
   Returns: one entry per pair handled, in order (fewer than given when the budget ran out:
            the caller sends the rest again): the state the new job entered, or -1
-           JOB_NOT_FOUND (gone already), -4 NOT_A_DEAD_LETTER (left untouched), -6 JOB_STATE
+           JOB_NOT_FOUND (gone already), -4 NOT_A_DEAD_LETTER (left untouched), -5 JOB_EXISTS
+           (a job holds the new job's id already: both left untouched), -6 JOB_STATE
            (not replayable: processing, resolved or archived, or a worker on the dead letter
            queue holds it; untouched).
   Events:  dead letter queue: statusChanged (jobId, from, to, actor, note), replayed (jobId,
@@ -122,6 +123,8 @@ for i = 14, #KEYS, 2 do
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
   elseif not score then
     result = -6
+  elseif redis.call('EXISTS', new_key) == 1 then
+    result = -5  -- the new job's id is another job's (an id the caller chose): left alone
   else
     result = replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
     replayed = replayed + 1

@@ -54,14 +54,19 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
         -- A worker on a dead letter queue takes its pending dead letters, oldest first.
         popped = redis.call('ZRANGE', q.dl .. 'i:s:pending', 0, 0)
         if #popped == 0 then return false end
-        store_remove(q.dl, popped[1], q.job_prefix .. popped[1], 'claimed', now)
+        if not store_remove(q.dl, popped[1], q.job_prefix .. popped[1], 'claimed', now) then
+          -- An entry whose dead letter is not there as pending (its hash gone) would be
+          -- found again and again: it leaves the index, and the loop goes on.
+          redis.call('ZREM', q.dl .. 'i:s:pending', popped[1])
+          popped[1] = false
+        end
       end
       id = popped[1]
     end
-    local key = q.job_prefix .. id
+    local key = id and q.job_prefix .. id
     -- A job removed while it waited leaves its id behind (no fields): skip it. The fields
     -- read here also make the reply, without a call of their own.
-    local fields = redis.call('HGETALL', key)
+    local fields = key and redis.call('HGETALL', key) or {}
     if #fields > 0 then
       redis.call('LPUSH', q.active, id)
       local started = 1

@@ -41,6 +41,9 @@ local function replay_record(src, id, dlq, dlq_name)
   local rec_key = string.sub(dlq.dl, 1, -4) .. 'job:' .. f[1]
   local rec = redis.call('HMGET', rec_key, 'dlq:replayJob', 'dlq:status')
   if rec[1] ~= id or rec[2] ~= 'processing' then return nil end
+  -- And in the store's processing index: a whole-store purge detaches the index first and
+  -- deletes the hash after, so a hash alone may be on its way out.
+  if not redis.call('ZSCORE', dlq.dl .. 'i:s:processing', f[1]) then return nil end
   return rec_key, f[1]
 end
 
@@ -48,7 +51,8 @@ end
 -- the replayed job `id` failed for good: its attempts and stack traces join those of the dead
 -- letter it came from, which goes back to 'pending' (or 'failed' past the dead letter
 -- queue's maxReplays) with replayCount + 1, re-indexed by its new error type and reason as a
--- new arrival; the job leaves src. One record keeps every attempt of every replay.
+-- new arrival; the job leaves src. One record keeps every attempt of every replay. Returns
+-- the record's id, or nil, having written nothing, when the record is not in the store.
 local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name,
     dlq_name, maxlen)
   local key = src.job_prefix .. id
@@ -60,6 +64,7 @@ local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, sour
   local from = store_set_status(dlq.dl, rec_id, rec_key, status, now, 'policy', false,
     {'job', cjson.encode(id), 'queue', cjson.encode(source_name), 'reason', cjson.encode(reason),
      'error', cjson.encode(f[1] or '')})
+  if not from then return nil end  -- not in the store after all: nothing written yet
   store_remove(dlq.dl, rec_id, rec_key, false, now)  -- re-indexed as a new arrival below
   json_concat(rec_key, 'dlq:stacktrace', f[3])
   json_concat(rec_key, 'dlq:attempts', f[4])
@@ -93,10 +98,9 @@ end
 -- id of the dead letter that holds the job now.
 local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
   local rec_key, rec_id = replay_record(src, id, dlq, dlq_name)
-  if rec_key then
-    return return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name, dlq_name,
-      maxlen)
-  end
+  local held = rec_key and return_to_record(src, id, dlq, rec_key, rec_id, now, reason,
+    source_name, dlq_name, maxlen)
+  if held then return held end
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'name', 'data', 'opts', 'timestamp', 'failedReason',
     'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm',
@@ -105,8 +109,9 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
     'name', f[1] or '', 'data', f[2],
     'dlq:sourceQueue', source_name, 'dlq:originalJobId', id, 'dlq:failedReason', f[5] or '',
     'dlq:errorType', f[6] or '', 'dlq:stacktrace', f[7] or '[]', 'dlq:attempts', f[8] or '[]',
-    'dlq:attemptsMade', f[9] or 0, 'dlq:deadLetteredAt', now, 'dlq:originalTimestamp', f[4],
-    'dlq:originalOpts', f[3], 'dlq:reason', reason, 'dlq:atm', f[13] or 1,
+    'dlq:attemptsMade', f[9] or 0, 'dlq:deadLetteredAt', now,
+    'dlq:originalTimestamp', f[4] or now, 'dlq:originalOpts', f[3] or '{}',
+    'dlq:reason', reason, 'dlq:atm', f[13] or 1,
     'dlq:status', 'pending')
   -- Zeros are the defaults readers assume: left out, they cost no memory.
   local optional = {'dlq:replayCount', f[10], 'dlq:priority', f[11], 'dlq:delay', f[12],
