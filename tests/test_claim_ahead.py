@@ -8,11 +8,12 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-from lazarus import Job, Queue, Worker, _ahead
+from lazarus import Job, Queue, Worker, _ahead, _scripts
 from lazarus._keys import QueueKeys
 
 from .conftest import wait_until
@@ -217,3 +218,43 @@ async def test_a_held_job_redis_cannot_take_back_stays_with_its_slot_and_runs_on
             await worker.close(timeout=5)
             await queue.close()
             await admin.aclose()
+
+
+async def test_a_held_job_whose_hand_back_reply_is_lost_is_not_run_by_its_slot_too(
+    queue: Queue, make_worker: MakeWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a slot holding a job ahead while its slow job runs, and a connection that loses
+    # the reply of the first hand-back once Redis has run it
+    monkeypatch.setattr(_ahead, "HOLD", 0.3)
+    load, lost = _scripts.load, asyncio.Event()
+
+    def losing(name: str) -> Any:
+        script = load(name)
+        if name != "release_job":
+            return script
+
+        async def call(*args: Any) -> Any:
+            reply = await script(*args)
+            if not lost.is_set():
+                lost.set()
+                raise TimeoutError
+            return reply
+
+        return call
+
+    monkeypatch.setattr(_scripts, "load", losing)
+    scene = await Scene.add(queue)
+    held = scene.held
+    worker = make_worker(scene.processor(), concurrency=1)
+
+    # When its hold runs out and the hand-back's reply is lost, before the slow job ends
+    await asyncio.wait_for(lost.wait(), 10)
+    scene.release.set()
+
+    # Then the job is not run by that slot as well as by the claim that takes it back: once
+    await wait_until(lambda: _state_is(queue, held.id, "completed"), message="it ran")
+    await wait_until(lambda: _state_is(queue, scene.slow.id, "completed"), message="slow")
+    await worker.close(timeout=5)
+    assert scene.ran[held.id] == ["worker"]
+    stored = await queue.get_job(held.id)
+    assert stored is not None and stored.attempts_made == 1

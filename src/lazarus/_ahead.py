@@ -54,7 +54,7 @@ class Ahead:
             await asyncio.shield(self.task)
         self._runner.holds.taken(self)
         if self.returning is not None and await asyncio.shield(self.returning):
-            self.job = None  # back in the queue; if Redis could not be told, it runs here
+            self.job = None  # back in the queue (or maybe); if Redis refused it, it runs here
         job, self.job = self.job, None
         return job
 
@@ -69,7 +69,7 @@ class Ahead:
             await self._runner.hand_back(job, "was claimed ahead when the worker stopped")
 
 
-HandBack = Callable[[ClaimedJob, str], Coroutine[Any, Any, bool]]
+HandBack = Callable[[ClaimedJob, str], Coroutine[Any, Any, bool | None]]
 
 
 class Holds:
@@ -110,7 +110,10 @@ class Holds:
             self._timer = None
 
     async def _give(self, job: ClaimedJob) -> bool:
-        if await self._hand_back(job, f"waited {HOLD} s for its slot"):
+        """Whether the job left its slot: it did unless Redis refused to take it back. A
+        hand-back whose reply was lost may have run, and the job be claimed elsewhere: it is
+        not run here (its lease, unrenewed, runs out if Redis never got it)."""
+        if await self._hand_back(job, f"waited {HOLD} s for its slot") is not False:
             return True
         self._leases[job.job.id] = job.token  # still this worker's: renewed, and run
         return False

@@ -18,6 +18,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from . import _scripts, _tracing
 from ._ahead import CLAIM_AHEAD_OVER, CLAIM_AHEAD_UNDER, Ahead, Holds, claim_one
 from ._connection import now_ms
@@ -31,6 +33,7 @@ from .job import Job
 log = logging.getLogger("lazarus.worker")
 
 HAND_BACK_TIMEOUT = 5.0  # seconds a job cut short by shutdown may take to be handed back
+HAND_BACK_ATTEMPTS = 3  # sends of a hand-back whose reply does not come
 
 
 @dataclasses.dataclass
@@ -159,24 +162,43 @@ class SlotRunner:
             return bool(cancelling())
         return self.closing()
 
-    async def hand_back(self, claimed: ClaimedJob, why: str = "was cut short by shutdown") -> bool:
+    async def hand_back(
+        self, claimed: ClaimedJob, why: str = "was cut short by shutdown"
+    ) -> bool | None:
         """Give a job that did not run to its end (``why``, for the log) back to the queue at
-        once; whether Redis was told. If it cannot be, the job stays this worker's: its lease
-        expires, and the stall sweep gives it back later."""
+        once: True once Redis was told, False when Redis refused (an error reply: nothing
+        ran), None when no reply came (a timeout, a dropped connection). Unless it was told,
+        the job stays this worker's, unrenewed: its lease expires, and the stall sweep gives
+        it back later.
+
+        A hand-back whose reply is lost may have run, so it is sent again: the job's lock
+        token makes the second one a no-op when the first ran (and the first, should it run
+        late, a no-op after the second), and the answer of either says the job is not this
+        worker's any more."""
         job_id = claimed.job.id
         self.held.pop(job_id, None)
-        call = _scripts.load("release_job")(
-            self.ctx.client, self.ctx.keys.group, [job_id, claimed.token, self.ctx.max_events]
-        )
-        try:
-            code = await asyncio.wait_for(call, HAND_BACK_TIMEOUT)
-        except Exception as exc:
-            log.warning("worker %s: cannot hand job %s back (%s)", self.worker_name, job_id, exc)
-            return False
-        if code == 0:
-            log.info("worker %s: job %s %s and is back in the queue", self.worker_name, job_id,
-                     why)  # fmt: skip
-        return True
+        release = _scripts.load("release_job")
+        for attempt in range(HAND_BACK_ATTEMPTS):
+            call = release(
+                self.ctx.client, self.ctx.keys.group, [job_id, claimed.token, self.ctx.max_events]
+            )
+            try:
+                code = await asyncio.wait_for(call, HAND_BACK_TIMEOUT)
+            except ResponseError as exc:
+                if attempt == 0:  # refused: it did not run
+                    log.warning("worker %s: cannot hand job %s back (%s)", self.worker_name,
+                                job_id, exc)  # fmt: skip
+                    return False
+            except Exception as exc:
+                log.warning("worker %s: cannot hand job %s back (%s)", self.worker_name, job_id,
+                            exc or type(exc).__name__)  # fmt: skip
+                continue
+            else:
+                if code == 0:
+                    log.info("worker %s: job %s %s and is back in the queue", self.worker_name,
+                             job_id, why)  # fmt: skip
+                return True
+        return None
 
     async def _record(
         self,
