@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -29,7 +30,8 @@ OjsBackend = Annotated[Backend, Depends(backend_of)]
 
 
 async def json_body(request: Request, *, optional: bool = False) -> Any:
-    """The request's JSON body: 400 ``invalid_request`` for another content type, 400
+    """The request's JSON body: 400 ``invalid_request`` for another content type, a body
+    nested too deeply to parse or a number that is not finite (naming where), 400
     ``invalid_payload`` for a body that is not JSON."""
     raw = await request.body()
     if not raw and optional:
@@ -39,10 +41,52 @@ async def json_body(request: Request, *, optional: bool = False) -> Any:
         raise OjsError(
             400, "invalid_request", f"unsupported content type {kind!r}; use {MEDIA_TYPE}"
         )
+    numbers = _Numbers()
     try:
-        return json.loads(raw)
+        body = json.loads(raw, parse_float=numbers.parse, parse_constant=numbers.constant)
+    except RecursionError:
+        raise OjsError(400, "invalid_request", "the request body is nested too deeply") from None
     except ValueError:
         raise OjsError(400, "invalid_payload", "the request body is not valid JSON") from None
+    if numbers.odd:
+        raise OjsError(400, "invalid_request", f"{_non_finite_path(body)} is {numbers.odd[0]}, "
+                       "but a JSON number must be finite")  # fmt: skip
+    return body
+
+
+class _Numbers:
+    """Hooks for ``json.loads``, which lets NaN, Infinity and numbers too large for a float
+    (``1e400``) through: they note them, for nothing can store or show them again."""
+
+    def __init__(self) -> None:
+        self.odd: list[str] = []
+
+    def parse(self, text: str) -> float:
+        value = float(text)
+        if math.isinf(value):
+            self.odd.append(text)
+        return value
+
+    def constant(self, text: str) -> float:
+        self.odd.append(text)
+        return float(text)
+
+
+def _non_finite_path(body: Any) -> str:
+    """Where in ``body`` its first NaN or infinity is: ``meta.x``, ``args[0]``."""
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path or "the request body"
+        if isinstance(value, dict):
+            children = [(f"{path}.{k}" if path else k, v) for k, v in value.items()]
+        elif isinstance(value, list):
+            children = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(children))  # the first child on top: in the body's order
+    return "the request body"
 
 
 def _object(body: Any) -> dict[str, Any]:

@@ -1,0 +1,92 @@
+"""What the OJS routes refuse: input that could be stored but not shown again, or that holds
+a lease or a retry beyond any sane bound, is a 400 naming the field, and nothing is written."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from lazarus.http import create_app
+
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture
+async def app(redis_url: str, prefix: str) -> FastAPI:
+    return create_app(connection=redis_url, prefix=prefix, auth=False)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a 500 is an answer
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
+        yield c
+
+
+async def stored(raw: Any, prefix: str) -> dict[str, bytes]:
+    """Every key of the test's prefix with its serialized value, but the API's audit trail
+    (which records refused requests too): what any write of a job changes."""
+    return {
+        key: await raw.dump(key) async for key in raw.scan_iter(match=f"{prefix}:*")
+        if key != f"{prefix}:audit"
+    }  # fmt: skip
+
+
+def refused(response: httpx.Response, field: str) -> None:
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert field in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [('{"type": "a.b", "args": [], "meta": {"x": NaN}}', "meta.x"),
+     ('{"type": "a.b", "args": [], "trace": Infinity}', "trace"),
+     ('{"type": "a.b", "args": [1, -Infinity]}', "args[1]"),
+     ('{"type": "a.b", "args": [], "meta": {"big": 1e400}}', "meta.big"),
+     ('{"type": "a.b", "args": [], "options": {"retry": {"backoff_coefficient": NaN}}}',
+      "options.retry.backoff_coefficient")],
+)  # fmt: skip
+async def test_a_number_json_cannot_hold_is_refused_and_nothing_is_written(
+    client: httpx.AsyncClient, raw: Any, prefix: str, body: str, field: str
+) -> None:
+    # Given a store with nothing of OJS yet
+    before = await stored(raw, prefix)
+
+    # When a job is enqueued whose body holds NaN, an infinity, or a number too large
+    response = await client.post("/ojs/v1/jobs", content=body, headers=JSON)
+
+    # Then it is refused, naming where, and nothing was written
+    refused(response, field)
+    assert await stored(raw, prefix) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [("/ojs/v1/jobs", '{"type": "a.b", "args": []}'),
+     ("/ojs/v1/workers/fetch", '{"queues": ["mail"]}'),
+     ("/ojs/v1/workers/ack", '{"job_id": "j1"}'),
+     ("/ojs/v1/workers/nack", '{"job_id": "j1", "error": {"message": "m"}}'),
+     ("/ojs/v1/workers/heartbeat", '{"active_jobs": []}')],
+)  # fmt: skip
+async def test_every_route_with_a_body_refuses_nan_and_bodies_nested_too_deeply(
+    client: httpx.AsyncClient, raw: Any, prefix: str, path: str, body: str
+) -> None:
+    # Given a body each route takes, with NaN beside its fields, or nested 100,000 deep
+    with_nan = body[:-1] + ', "extra": NaN}'
+    too_deep = body[:-1] + ', "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    before = await stored(raw, prefix)
+
+    # When they are sent
+    nan = await client.post(path, content=with_nan, headers=JSON)
+    deep = await client.post(path, content=too_deep, headers=JSON)
+
+    # Then both are refused before anything is read or written
+    refused(nan, "extra")
+    refused(deep, "nested too deeply")
+    assert await stored(raw, prefix) == before
