@@ -17,7 +17,8 @@ JSON = {"content-type": "application/json"}
 
 @pytest.fixture
 async def app(redis_url: str, prefix: str) -> FastAPI:
-    return create_app(connection=redis_url, prefix=prefix, auth=False)
+    # Bodies may be larger than a job's data may be (1 MiB), as a server can be set up
+    return create_app(connection=redis_url, prefix=prefix, auth=False, max_body_bytes=4 << 20)
 
 
 @pytest.fixture
@@ -89,4 +90,27 @@ async def test_every_route_with_a_body_refuses_nan_and_bodies_nested_too_deeply(
     # Then both are refused before anything is read or written
     refused(nan, "extra")
     refused(deep, "nested too deeply")
+    assert await stored(raw, prefix) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [('{"type": "a.b", "args": ' + "[" * 200 + "]" * 200 + "}", "args[0][0]"),
+     ('{"type": "a.b", "args": [], "meta": {"who": "\\ud800"}}', "meta['who']"),
+     ('{"type": "a.b", "args": [], "\\udfff": 1}', "a field name"),
+     ('{"type": "a.b", "args": ["' + "x" * (1 << 20) + '"]}', "args is 1048580 bytes")],
+    ids=["too deep", "lone surrogate", "in a field name", "args too large"],
+)  # fmt: skip
+async def test_a_job_the_engine_could_not_store_or_show_again_is_refused(
+    client: httpx.AsyncClient, raw: Any, prefix: str, body: str, field: str
+) -> None:
+    # Given a store with nothing of OJS yet
+    before = await stored(raw, prefix)
+
+    # When a job is enqueued with args nested more than 128 deep, a lone surrogate (in a
+    # value or a field's name: UTF-8 cannot hold it), or args over the engine's 1 MiB
+    response = await client.post("/ojs/v1/jobs", content=body, headers=JSON)
+
+    # Then it is refused, naming where, and nothing was written
+    refused(response, field)
     assert await stored(raw, prefix) == before

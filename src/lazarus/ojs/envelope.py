@@ -12,6 +12,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import _codec
 from .errors import OjsError
 from .retry import RetryPolicy, parse_policy
 
@@ -26,6 +27,7 @@ SYSTEM_FIELDS = {
     "cancelled_at", "discarded_at", "error", "errors", "result", "specversion",
 }  # fmt: skip
 DEFAULT_VISIBILITY_MS = 30_000
+MAX_ARGS_BYTES = _codec.DEFAULT_MAX_PAYLOAD_BYTES  # the engine's limit on a job's data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +49,16 @@ class Submission:
 def invalid(message: str, status: int = 400) -> OjsError:
     """A validation error."""
     return OjsError(status, "invalid_request", message)
+
+
+def storable(value: Any, field: str, *, max_bytes: int | None = None) -> None:
+    """Refuse what the engine could not store, or a reply could not show again: NaN or an
+    infinity, a string with a lone surrogate, nesting deeper than 128 levels, more than
+    ``max_bytes`` encoded; the message names the path."""
+    try:
+        _codec.encode(value, field=field, max_bytes=max_bytes)
+    except (TypeError, ValueError) as exc:
+        raise invalid(str(exc)) from None
 
 
 def new_id() -> str:
@@ -120,6 +132,9 @@ def parse_submission(body: Any) -> Submission:
     due = options.get("delay_until", options.get("scheduled_at", body.get("scheduled_at")))
     envelope = {k: v for k, v in body.items() if k not in SYSTEM_FIELDS}
     envelope["id"] = job_id
+    for key, value in envelope.items():  # kept as sent, and shown on every read
+        storable(key, "a field name")
+        storable(value, key, max_bytes=MAX_ARGS_BYTES if key == "args" else None)
     return Submission(
         id=job_id, type=job_type, args=body["args"], queue=queue, priority=_priority(options),
         delay_until_ms=None if due is None else parse_time(due, "options.delay_until"),
