@@ -114,3 +114,40 @@ async def test_a_job_the_engine_could_not_store_or_show_again_is_refused(
     # Then it is refused, naming where, and nothing was written
     refused(response, field)
     assert await stored(raw, prefix) == before
+
+
+async def fetched_job(client: httpx.AsyncClient) -> str:
+    """The id of a job enqueued and then fetched: active, under a remote lease."""
+    job = await client.post("/ojs/v1/jobs", json={
+        "type": "a.b", "args": [], "options": {"queue": "mail"}})  # fmt: skip
+    fetch = await client.post("/ojs/v1/workers/fetch", json={"queues": ["mail"]})
+    assert [j["id"] for j in fetch.json()["jobs"]] == [job.json()["job"]["id"]]
+    return str(job.json()["job"]["id"])
+
+
+@pytest.mark.parametrize(
+    ("path", "report", "field"),
+    [("/ojs/v1/workers/ack", '"result": ' + "[" * 200 + "]" * 200, "result[0]"),
+     ("/ojs/v1/workers/ack", '"result": {"to": "\\ud800"}', "result['to']"),
+     ("/ojs/v1/workers/nack", '"error": {"message": "\\ud800"}', "error['message']"),
+     ("/ojs/v1/workers/nack", '"error": {"details": ' + "[" * 200 + "]" * 200 + "}",
+      "error['details']")],
+    ids=["ack too deep", "ack lone surrogate", "nack lone surrogate", "nack too deep"],
+)  # fmt: skip
+async def test_a_result_or_error_that_could_not_be_stored_leaves_the_job_held(
+    client: httpx.AsyncClient, raw: Any, prefix: str, path: str, report: str, field: str
+) -> None:
+    # Given a job a remote worker holds
+    job_id = await fetched_job(client)
+    before = await stored(raw, prefix)
+
+    # When the worker reports a result or an error that could not be stored or shown again
+    response = await client.post(path, content=f'{{"job_id": "{job_id}", {report}}}',
+                                 headers=JSON)  # fmt: skip
+
+    # Then it is refused, naming where; the job is still held, unchanged, and readable
+    refused(response, field)
+    assert await stored(raw, prefix) == before
+    job = await client.get(f"/ojs/v1/jobs/{job_id}")
+    assert job.status_code == 200
+    assert job.json()["job"]["state"] == "active"

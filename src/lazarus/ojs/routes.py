@@ -12,7 +12,7 @@ from .. import __version__
 from ..http._deps import require_token
 from . import jobs, nack, workers
 from .backend import Backend
-from .envelope import DEFAULT_VISIBILITY_MS, QUEUE_RE, UUIDV7_RE, parse_submission
+from .envelope import DEFAULT_VISIBILITY_MS, QUEUE_RE, UUIDV7_RE, parse_submission, storable
 from .errors import MEDIA_TYPE, OjsError, ojs_json
 
 router = APIRouter()
@@ -181,6 +181,7 @@ async def ack(request: Request, backend: OjsBackend) -> Response:
     """ACK: the job completed, with an optional ``result``."""
     body = _object(await json_body(request))
     job_id = _job_id(body.get("job_id"))
+    storable(body.get("result"), "result")
     return ojs_json(await workers.ack(backend, job_id, body.get("result"), body.get("worker_id")))
 
 
@@ -189,6 +190,7 @@ async def fail(request: Request, backend: OjsBackend) -> Response:
     """NACK: the attempt failed with ``error``; retried, discarded or dead-lettered."""
     body = _object(await json_body(request))
     job_id = _job_id(body.get("job_id"))
+    storable(body.get("error"), "error")  # kept in the job's error history, shown on reads
     return ojs_json(
         await nack.nack(backend, job_id, body.get("error"), body.get("requeue") is True)
     )
