@@ -151,3 +151,32 @@ async def test_a_result_or_error_that_could_not_be_stored_leaves_the_job_held(
     job = await client.get(f"/ojs/v1/jobs/{job_id}")
     assert job.status_code == 200
     assert job.json()["job"]["state"] == "active"
+
+
+@pytest.mark.parametrize(
+    ("options", "status", "field", "cap"),
+    [({"visibility_timeout_ms": 10**30}, 400, "options.visibility_timeout_ms", "86400000"),
+     ({"visibility_timeout_ms": 86_400_001}, 400, "options.visibility_timeout_ms", "86400000"),
+     ({"timeout_ms": 7 * 86_400_000 + 1}, 400, "options.timeout_ms", "604800000"),
+     ({"retry": {"max_attempts": 10**30}}, 422, "retry.max_attempts", "1000"),
+     ({"retry": {"max_interval": "P99999999999999999999D"}}, 422, "retry.max_interval",
+      "604800000")],
+)  # fmt: skip
+async def test_a_lease_timeout_or_retry_past_its_cap_is_refused_and_nothing_is_written(
+    client: httpx.AsyncClient, raw: Any, prefix: str, options: dict[str, Any], status: int,
+    field: str, cap: str,
+) -> None:  # fmt: skip
+    # Given a store with nothing of OJS yet
+    before = await stored(raw, prefix)
+
+    # When a job asks for a lease longer than a day (a crashed worker's job would be lost
+    # that long), an attempt longer than a week, or a retry policy past its caps
+    response = await client.post("/ojs/v1/jobs", json={
+        "type": "a.b", "args": [], "options": {"queue": "mail", **options}})  # fmt: skip
+
+    # Then it is refused, naming the field and its cap, and nothing was written
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert field in error["message"] and cap in error["message"]
+    assert await stored(raw, prefix) == before

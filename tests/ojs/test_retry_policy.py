@@ -63,7 +63,15 @@ def test_the_last_attempt_or_a_non_retryable_error_ends_per_on_exhaustion() -> N
     [({"max_attempts": -1}, "max_attempts"), ({"backoff_coefficient": 0.5}, "backoff_coefficient"),
      ({"initial_interval": "1s"}, "initial_interval"), ({"on_exhaustion": "keep"}, "on_exhaustion"),
      ({"jitter": "yes"}, "jitter"), ({"non_retryable_errors": "x"}, "non_retryable_errors"),
-     ({"backoff_strategy": "random"}, "backoff_strategy")],
+     ({"backoff_strategy": "random"}, "backoff_strategy"),
+     ({"max_attempts": 1001}, "max_attempts"),
+     ({"backoff_coefficient": float("nan")}, "backoff_coefficient"),
+     ({"backoff_coefficient": float("inf")}, "backoff_coefficient"),
+     ({"backoff_coefficient": 10**400}, "backoff_coefficient"),
+     ({"backoff_coefficient": 100.5}, "backoff_coefficient"),
+     ({"initial_interval": "P99999999999999999999D"}, "initial_interval"),
+     ({"initial_interval": "P" + "9" * 400 + "D"}, "initial_interval"),
+     ({"max_interval": "P7DT0.001S"}, "max_interval")],
 )  # fmt: skip
 def test_a_bad_policy_is_unprocessable_and_names_its_field(
     policy: dict[str, object], field: str
@@ -72,6 +80,14 @@ def test_a_bad_policy_is_unprocessable_and_names_its_field(
         parse_policy(policy)
     assert raised.value.status == 422
     assert field in raised.value.message
+
+
+def test_the_longest_policy_allowed_waits_out_its_cap_without_overflowing() -> None:
+    policy = parse_policy({"max_attempts": 1000, "backoff_coefficient": 100, "jitter": False,
+                           "max_interval": "P7D"})  # fmt: skip
+
+    assert policy.delay_ms(999) == 7 * 86_400_000  # 100.0 ** 998 is past a float's range
+    assert decide(policy, 999, "handler_error", True) == Decision("retry", 7 * 86_400_000)
 
 
 def test_durations_parse() -> None:

@@ -27,6 +27,10 @@ SYSTEM_FIELDS = {
     "cancelled_at", "discarded_at", "error", "errors", "result", "specversion",
 }  # fmt: skip
 DEFAULT_VISIBILITY_MS = 30_000
+# The longest lease: a job whose worker dies holding it waits that long to be recovered. A
+# longer job renews its lease with heartbeats.
+MAX_VISIBILITY_MS = 86_400_000
+MAX_TIMEOUT_MS = 7 * 86_400_000
 MAX_ARGS_BYTES = _codec.DEFAULT_MAX_PAYLOAD_BYTES  # the engine's limit on a job's data
 
 
@@ -83,12 +87,13 @@ def parse_time(value: object, field: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def _positive_ms(options: dict[str, Any], field: str) -> int | None:
+def _positive_ms(options: dict[str, Any], field: str, maximum: int) -> int | None:
     value = options.get(field)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise invalid(f"options.{field} must be a positive integer (milliseconds)")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise invalid(f"options.{field} must be an integer from 1 to {maximum} (milliseconds),"
+                      f" got {value!r}")  # fmt: skip
     return value
 
 
@@ -138,6 +143,8 @@ def parse_submission(body: Any) -> Submission:
     return Submission(
         id=job_id, type=job_type, args=body["args"], queue=queue, priority=_priority(options),
         delay_until_ms=None if due is None else parse_time(due, "options.delay_until"),
-        policy=parse_policy(options.get("retry")), timeout_ms=_positive_ms(options, "timeout_ms"),
-        visibility_ms=_positive_ms(options, "visibility_timeout_ms"), envelope=envelope,
+        policy=parse_policy(options.get("retry")),
+        timeout_ms=_positive_ms(options, "timeout_ms", MAX_TIMEOUT_MS),
+        visibility_ms=_positive_ms(options, "visibility_timeout_ms", MAX_VISIBILITY_MS),
+        envelope=envelope,
     )  # fmt: skip

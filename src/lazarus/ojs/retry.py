@@ -15,6 +15,9 @@ _DURATION = re.compile(
     r"^P(?!$)(?:(\d+)D)?(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$"
 )
 STRATEGIES = ("exponential", "linear", "constant", "none")
+MAX_ATTEMPTS = 1000
+MAX_INTERVAL_MS = 7 * 86_400_000  # a week
+MAX_COEFFICIENT = 100.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +41,10 @@ class RetryPolicy:
         elif self.strategy in ("constant", "none"):
             delay = base
         else:
-            delay = base * self.backoff_coefficient ** (retry - 1)
+            try:
+                delay = base * self.backoff_coefficient ** (retry - 1)
+            except OverflowError:  # far past any max_interval
+                delay = float(self.max_interval_ms)
         delay = min(delay, self.max_interval_ms)
         if self.jitter:
             delay = min(delay * random.uniform(0.5, 1.5), self.max_interval_ms)
@@ -72,13 +78,17 @@ def _iso(ms: int) -> str:
     return f"PT{ms / 1000:g}S"
 
 
-def duration_ms(value: object, field: str) -> int:
-    """An ISO 8601 duration (``PT1S``, ``PT5M``, ``P1DT2H``) in milliseconds."""
+def duration_ms(value: object, field: str, maximum: int = MAX_INTERVAL_MS) -> int:
+    """An ISO 8601 duration (``PT1S``, ``PT5M``, ``P1DT2H``) in milliseconds, at most
+    ``maximum``."""
     match = _DURATION.match(value) if isinstance(value, str) else None
     if match is None:
         raise _bad(f"{field} must be an ISO 8601 duration such as 'PT1S', got {value!r}")
     days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+    total = (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000  # inf for 1e400 days
+    if total > maximum:
+        raise _bad(f"{field} must be at most {_iso(maximum)} ({maximum} ms), got {value!r}")
+    return int(total)
 
 
 def _bad(message: str) -> OjsError:
@@ -87,10 +97,10 @@ def _bad(message: str) -> OjsError:
     return OjsError(422, "invalid_request", message)
 
 
-def _int_field(raw: dict[str, Any], field: str, default: int, minimum: int) -> int:
+def _int_field(raw: dict[str, Any], field: str, default: int, minimum: int, maximum: int) -> int:
     value = raw.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _bad(f"retry.{field} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise _bad(f"retry.{field} must be an integer from {minimum} to {maximum}, got {value!r}")
     return value
 
 
@@ -102,10 +112,10 @@ def parse_policy(raw: object) -> RetryPolicy:
         raise _bad("options.retry must be a JSON object")
     defaults = RetryPolicy()
     coefficient = raw.get("backoff_coefficient", defaults.backoff_coefficient)
-    if isinstance(coefficient, bool) or not isinstance(coefficient, (int, float)):
-        raise _bad(f"retry.backoff_coefficient must be a number >= 1.0, got {coefficient!r}")
-    if coefficient < 1.0:
-        raise _bad(f"retry.backoff_coefficient must be >= 1.0, got {coefficient!r}")
+    number = not isinstance(coefficient, bool) and isinstance(coefficient, (int, float))
+    if not number or not 1.0 <= coefficient <= MAX_COEFFICIENT:  # NaN compares false
+        raise _bad(f"retry.backoff_coefficient must be a finite number from 1.0 to "
+                   f"{MAX_COEFFICIENT:g}, got {coefficient!r}")  # fmt: skip
     errors = raw.get("non_retryable_errors", [])
     if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
         raise _bad("retry.non_retryable_errors must be an array of strings")
@@ -121,7 +131,7 @@ def parse_policy(raw: object) -> RetryPolicy:
     initial = raw.get("initial_interval")
     maximum = raw.get("max_interval")
     return RetryPolicy(
-        max_attempts=_int_field(raw, "max_attempts", defaults.max_attempts, 0),
+        max_attempts=_int_field(raw, "max_attempts", defaults.max_attempts, 0, MAX_ATTEMPTS),
         initial_interval_ms=defaults.initial_interval_ms if initial is None
         else duration_ms(initial, "retry.initial_interval"),
         backoff_coefficient=float(coefficient),

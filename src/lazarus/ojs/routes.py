@@ -12,7 +12,14 @@ from .. import __version__
 from ..http._deps import require_token
 from . import jobs, nack, workers
 from .backend import Backend
-from .envelope import DEFAULT_VISIBILITY_MS, QUEUE_RE, UUIDV7_RE, parse_submission, storable
+from .envelope import (
+    DEFAULT_VISIBILITY_MS,
+    MAX_VISIBILITY_MS,
+    QUEUE_RE,
+    UUIDV7_RE,
+    parse_submission,
+    storable,
+)
 from .errors import MEDIA_TYPE, OjsError, ojs_json
 
 router = APIRouter()
@@ -171,7 +178,7 @@ async def fetch(request: Request, backend: OjsBackend) -> Response:
     body = _object(await json_body(request))
     queues = _queues(body)
     count = _positive(body, "count", 1, 1000)
-    visibility = _positive(body, "visibility_timeout_ms", DEFAULT_VISIBILITY_MS, 86_400_000)
+    visibility = _positive(body, "visibility_timeout_ms", DEFAULT_VISIBILITY_MS, MAX_VISIBILITY_MS)
     worker_id = str(body.get("worker_id") or workers.ANONYMOUS)
     return ojs_json({"jobs": await workers.fetch(backend, queues, count, worker_id, visibility)})
 
@@ -207,7 +214,7 @@ async def heartbeat(request: Request, backend: OjsBackend) -> Response:
         raise OjsError(400, "invalid_request", "active_jobs must be an array of job ids")
     visibility = body.get("visibility_timeout_ms")
     if visibility is not None:
-        visibility = _positive(body, "visibility_timeout_ms", 1, 86_400_000)
+        visibility = _positive(body, "visibility_timeout_ms", 1, MAX_VISIBILITY_MS)
     worker_id = str(body.get("worker_id") or "anonymous")
     return ojs_json(await workers.heartbeat(backend, worker_id, ids, visibility))
 
