@@ -3,6 +3,7 @@ a lease or a retry beyond any sane bound, is a 400 naming the field, and nothing
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -179,4 +180,66 @@ async def test_a_lease_timeout_or_retry_past_its_cap_is_refused_and_nothing_is_w
     error = response.json()["error"]
     assert error["code"] == "invalid_request"
     assert field in error["message"] and cap in error["message"]
+    assert await stored(raw, prefix) == before
+
+
+@pytest.mark.parametrize(
+    ("job", "field"),
+    [({"options": {"delay_until": "2020-01-01"}}, "options.delay_until"),
+     ({"options": {"delay_until": "2030-01-01T09:30:00"}}, "options.delay_until"),
+     ({"options": {"scheduled_at": "2030-01-01 09:30"}}, "options.scheduled_at"),
+     ({"scheduled_at": "2030-01-01"}, "scheduled_at")],
+    ids=["a date", "no offset", "no seconds", "scheduled_at"],
+)  # fmt: skip
+async def test_a_due_time_that_is_not_rfc_3339_is_refused_and_nothing_is_written(
+    client: httpx.AsyncClient, raw: Any, prefix: str, job: dict[str, Any], field: str
+) -> None:
+    # Given a store with nothing of OJS yet
+    before = await stored(raw, prefix)
+
+    # When a job is due at a date alone, or a time without its offset
+    response = await client.post("/ojs/v1/jobs", json={"type": "a.b", "args": [], **job})
+
+    # Then it is refused, naming the field it came in, and nothing was written
+    refused(response, field)
+    assert await stored(raw, prefix) == before
+
+
+@pytest.mark.parametrize(
+    "worker_id", [{"a": 1}, ["w1"], "w" * 256, "\ud800"],
+    ids=["an object", "an array", "too long", "lone surrogate"],
+)  # fmt: skip
+async def test_a_fetch_with_a_worker_id_that_is_not_a_name_claims_nothing(
+    client: httpx.AsyncClient, raw: Any, prefix: str, worker_id: object
+) -> None:
+    # Given a job waiting
+    enqueued = await client.post("/ojs/v1/jobs", json={
+        "type": "a.b", "args": [], "options": {"queue": "mail"}})  # fmt: skip
+    before = await stored(raw, prefix)
+
+    # When a worker fetches it under a worker_id that is no string of at most 255 characters
+    body = json.dumps({"queues": ["mail"], "worker_id": worker_id})  # escapes the surrogate
+    response = await client.post("/ojs/v1/workers/fetch", content=body, headers=JSON)
+
+    # Then the fetch is refused, and the job still waits, unclaimed
+    refused(response, "worker_id")
+    assert await stored(raw, prefix) == before
+    job = await client.get(f"/ojs/v1/jobs/{enqueued.json()['job']['id']}")
+    assert job.json()["job"]["state"] == "available"
+
+
+@pytest.mark.parametrize("path", ["/ojs/v1/workers/ack", "/ojs/v1/workers/heartbeat"])
+async def test_an_ack_or_heartbeat_with_a_worker_id_that_is_not_a_name_is_refused(
+    client: httpx.AsyncClient, raw: Any, prefix: str, path: str
+) -> None:
+    # Given a job a remote worker holds
+    job_id = await fetched_job(client)
+    before = await stored(raw, prefix)
+
+    # When it reports on it under a worker_id that is not a string
+    response = await client.post(path, json={
+        "job_id": job_id, "active_jobs": [job_id], "worker_id": 7})  # fmt: skip
+
+    # Then it is refused, and the job is still held as it was
+    refused(response, "worker_id")
     assert await stored(raw, prefix) == before

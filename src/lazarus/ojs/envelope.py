@@ -22,6 +22,7 @@ TYPE_RE = re.compile(r"^[a-z][a-z0-9_\-]*(\.[a-z][a-z0-9_\-]*)*$")
 QUEUE_RE = re.compile(r"^[a-z0-9][a-z0-9\-\.]*$")
 UUIDV7_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 MAX_NAME = 255
+RFC3339_RE = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII)
 SYSTEM_FIELDS = {
     "state", "attempt", "created_at", "enqueued_at", "started_at", "completed_at",
     "cancelled_at", "discarded_at", "error", "errors", "result", "specversion",
@@ -75,16 +76,29 @@ def new_id() -> str:
 
 
 def parse_time(value: object, field: str) -> int:
-    """An RFC 3339 timestamp as Unix milliseconds."""
+    """An RFC 3339 timestamp (a date, a time and an offset) as Unix milliseconds."""
     if not isinstance(value, str):
         raise invalid(f"{field} must be an RFC 3339 timestamp string")
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if not RFC3339_RE.fullmatch(value):
+            raise ValueError(value)
+        parsed = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
     except ValueError:
-        raise invalid(f"{field} must be an RFC 3339 timestamp, got {value!r}") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        raise invalid(f"{field} must be an RFC 3339 timestamp such as "
+                      f"'2030-01-01T09:30:00Z', got {value!r}") from None  # fmt: skip
     return int(parsed.timestamp() * 1000)
+
+
+def _due_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
+    """When the job is due: ``options.delay_until``, else ``options.scheduled_at``, else
+    ``scheduled_at``; ``None`` for now."""
+    for source, field, name in ((options, "delay_until", "options.delay_until"),
+                                (options, "scheduled_at", "options.scheduled_at"),
+                                (body, "scheduled_at", "scheduled_at")):  # fmt: skip
+        if field in source:
+            value = source[field]
+            return None if value is None else parse_time(value, name)
+    return None
 
 
 def _positive_ms(options: dict[str, Any], field: str, maximum: int) -> int | None:
@@ -134,7 +148,6 @@ def parse_submission(body: Any) -> Submission:
         raise invalid("options must be a JSON object")
     queue = _name(options.get("queue", "default"), "options.queue", QUEUE_RE,
                   "^[a-z0-9][a-z0-9\\-\\.]*$")  # fmt: skip
-    due = options.get("delay_until", options.get("scheduled_at", body.get("scheduled_at")))
     envelope = {k: v for k, v in body.items() if k not in SYSTEM_FIELDS}
     envelope["id"] = job_id
     for key, value in envelope.items():  # kept as sent, and shown on every read
@@ -142,7 +155,7 @@ def parse_submission(body: Any) -> Submission:
         storable(value, key, max_bytes=MAX_ARGS_BYTES if key == "args" else None)
     return Submission(
         id=job_id, type=job_type, args=body["args"], queue=queue, priority=_priority(options),
-        delay_until_ms=None if due is None else parse_time(due, "options.delay_until"),
+        delay_until_ms=_due_ms(body, options),
         policy=parse_policy(options.get("retry")),
         timeout_ms=_positive_ms(options, "timeout_ms", MAX_TIMEOUT_MS),
         visibility_ms=_positive_ms(options, "visibility_timeout_ms", MAX_VISIBILITY_MS),

@@ -14,6 +14,7 @@ from . import jobs, nack, workers
 from .backend import Backend
 from .envelope import (
     DEFAULT_VISIBILITY_MS,
+    MAX_NAME,
     MAX_VISIBILITY_MS,
     QUEUE_RE,
     UUIDV7_RE,
@@ -102,6 +103,19 @@ def _object(body: Any) -> dict[str, Any]:
     return body
 
 
+def _worker_id(body: dict[str, Any]) -> str | None:
+    """The ``worker_id`` the body names, or ``None``."""
+    value = body.get("worker_id")
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > MAX_NAME:
+        raise OjsError(
+            400, "invalid_request", f"worker_id must be a string of at most {MAX_NAME} characters"
+        )
+    storable(value, "worker_id")  # kept in the job's record
+    return value
+
+
 def _job_id(value: object, field: str = "job_id") -> str:
     if not isinstance(value, str) or not value or len(value) > 200 or " " in value:
         raise OjsError(400, "invalid_request", f"{field} must be a job id string")
@@ -179,7 +193,7 @@ async def fetch(request: Request, backend: OjsBackend) -> Response:
     queues = _queues(body)
     count = _positive(body, "count", 1, 1000)
     visibility = _positive(body, "visibility_timeout_ms", DEFAULT_VISIBILITY_MS, MAX_VISIBILITY_MS)
-    worker_id = str(body.get("worker_id") or workers.ANONYMOUS)
+    worker_id = _worker_id(body) or workers.ANONYMOUS
     return ojs_json({"jobs": await workers.fetch(backend, queues, count, worker_id, visibility)})
 
 
@@ -189,7 +203,7 @@ async def ack(request: Request, backend: OjsBackend) -> Response:
     body = _object(await json_body(request))
     job_id = _job_id(body.get("job_id"))
     storable(body.get("result"), "result")
-    return ojs_json(await workers.ack(backend, job_id, body.get("result"), body.get("worker_id")))
+    return ojs_json(await workers.ack(backend, job_id, body.get("result"), _worker_id(body)))
 
 
 @router.post("/v1/workers/nack", dependencies=_AUTH)
@@ -215,7 +229,7 @@ async def heartbeat(request: Request, backend: OjsBackend) -> Response:
     visibility = body.get("visibility_timeout_ms")
     if visibility is not None:
         visibility = _positive(body, "visibility_timeout_ms", 1, MAX_VISIBILITY_MS)
-    worker_id = str(body.get("worker_id") or "anonymous")
+    worker_id = _worker_id(body) or workers.ANONYMOUS
     return ojs_json(await workers.heartbeat(backend, worker_id, ids, visibility))
 
 
