@@ -243,3 +243,23 @@ async def test_an_ack_or_heartbeat_with_a_worker_id_that_is_not_a_name_is_refuse
     # Then it is refused, and the job is still held as it was
     refused(response, "worker_id")
     assert await stored(raw, prefix) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [("/ojs/v1/workers/ack", '{"job_id": "j\\ud800"}', "job_id"),
+     ("/ojs/v1/workers/nack", '{"job_id": "j\\ud800", "error": {}}', "job_id"),
+     ("/ojs/v1/workers/heartbeat", '{"active_jobs": ["j\\ud800"]}', "active_jobs[0]")],
+)  # fmt: skip
+async def test_a_job_id_no_key_can_be_made_of_is_refused(
+    client: httpx.AsyncClient, raw: Any, prefix: str, path: str, body: str, field: str
+) -> None:
+    # Given a store with nothing of OJS yet
+    before = await stored(raw, prefix)
+
+    # When a worker reports on a job id with a lone surrogate (UTF-8 cannot hold it)
+    response = await client.post(path, content=body, headers=JSON)
+
+    # Then it is refused, naming the field, and nothing was written
+    refused(response, field)
+    assert await stored(raw, prefix) == before

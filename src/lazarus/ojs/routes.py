@@ -119,6 +119,7 @@ def _worker_id(body: dict[str, Any]) -> str | None:
 def _job_id(value: object, field: str = "job_id") -> str:
     if not isinstance(value, str) or not value or len(value) > 200 or " " in value:
         raise OjsError(400, "invalid_request", f"{field} must be a job id string")
+    storable(value, field)  # a lone surrogate: no key can be made of it
     return value
 
 
@@ -226,6 +227,7 @@ async def heartbeat(request: Request, backend: OjsBackend) -> Response:
         ids = [*ids, body["job_id"]]
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise OjsError(400, "invalid_request", "active_jobs must be an array of job ids")
+    storable(ids, "active_jobs")
     visibility = body.get("visibility_timeout_ms")
     if visibility is not None:
         visibility = _positive(body, "visibility_timeout_ms", 1, MAX_VISIBILITY_MS)
