@@ -106,6 +106,67 @@ async def test_bad_retry_changes_are_422_naming_the_field(
     assert await dlq.get_dead_letter_count() == 4
 
 
+async def test_a_misspelt_filter_of_a_bulk_delete_is_422_naming_it_and_deletes_nothing(
+    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue, raw: aioredis.Redis
+) -> None:
+    # Given four dead letters, three from jobs, one of those a report.generate
+    before = await all_keys(raw)
+
+    # When a bulk delete spells the job type filter as the v1 API does (jobType, not job_type)
+    response = await client.delete(
+        BASE, params={"dlq": DLQ, "queue": "jobs", "jobType": "report.generate"}
+    )
+
+    # Then it is refused naming the parameter and the route's own names, and nothing is gone
+    error = error_of(response, 422, "invalid_parameter")
+    assert error["field"] == "jobType"
+    assert error["message"].startswith("jobType: unknown query parameter")
+    assert "job_type" in error["message"]
+    assert await dlq.get_dead_letter_count() == 4
+    assert await all_keys(raw) == before
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "params", "unknown"),
+    [
+        ("GET", BASE, {"dlq": DLQ, "jobtype": "email.send"}, "jobtype"),
+        ("GET", f"{BASE}/count", {"dlq": DLQ, "jobType": "email.send"}, "jobType"),
+        ("GET", f"{BASE}/stats", {"dlq": DLQ, "source_queue": "jobs"}, "source_queue"),
+        ("POST", f"{BASE}/retry", {"dlq": DLQ, "queue": "jobs", "jobType": "x"}, "jobType"),
+        ("POST", f"{BASE}/retry", {"dlq": DLQ, "queue": "jobs", "dryRun": "true"}, "dryRun"),
+        ("DELETE", BASE, {"dlq": DLQ, "queue": "jobs", "dryRun": "true"}, "dryRun"),
+        ("POST", f"{BASE}/{{a}}/retry", {"dlq": DLQ, "queue": "other"}, "queue"),
+        ("DELETE", f"{BASE}/{{a}}", {"dlq": DLQ, "dry_run": "true"}, "dry_run"),
+        ("GET", "/api/dead-letters", {"jobType": "email.send"}, "jobType"),
+        ("POST", "/api/dead-letters/{a}/archive", {"dlq": DLQ, "note": "n"}, "note"),
+        ("POST", "/api/queues/jobs/retry", {"dry_run": "true"}, "dry_run"),
+        ("POST", "/api/queues/jobs/pause", {"dlq": DLQ}, "dlq"),
+        ("GET", "/api/v1/dead-letter", {"job_type": "email.send"}, "job_type"),
+        ("GET", "/api/v1/webhooks/deliveries", {"dead_letter_id": "x"}, "dead_letter_id"),
+    ],
+)
+async def test_an_unknown_query_parameter_is_422_naming_it_and_changes_nothing(
+    client: httpx.AsyncClient,
+    seeded: dict[str, str],
+    raw: aioredis.Redis,
+    method: str,
+    path: str,
+    params: dict[str, str],
+    unknown: str,
+) -> None:
+    # Given four dead letters and the keys in Redis
+    before = await all_keys(raw)
+
+    # When a route gets a query parameter it does not take, beside the ones it does
+    response = await client.request(method, path.format(**seeded), params=params)
+
+    # Then it is refused naming that parameter, and no key changed
+    error = error_of(response, 422, "invalid_parameter")
+    assert error["field"] == unknown
+    assert error["message"].startswith(f"{unknown}: unknown query parameter")
+    assert await all_keys(raw) == before
+
+
 # -- unknown ids, not a dead letter, state conflicts -----------------------------------------
 
 
@@ -119,7 +180,8 @@ async def test_unknown_ids_are_404_not_found(
     client: httpx.AsyncClient, queue: Queue, method: str, path: str
 ) -> None:
     await queue.add("registers-the-queue")
-    response = await client.request(method, path, params={"dlq": DLQ})
+    params = {"dlq": DLQ} if path.startswith(BASE) else {}
+    response = await client.request(method, path, params=params)
     error_of(response, 404, "not_found")
 
 

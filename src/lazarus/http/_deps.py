@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Depends, Path, Query, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -82,6 +84,40 @@ def require_token(caller: Caller) -> None:
     """A state-changing route: the caller must be an operator or more."""
     if not caller.may(Role.OPERATOR):
         raise ApiError(403, "forbidden", f"this needs the {Role.OPERATOR} role")
+
+
+def query_names(dependant: Dependant) -> list[str]:
+    """The query parameters a route (its ``dependant``) declares, its dependencies' included,
+    in order; a model of parameters (the dead letter filter) stands for its fields."""
+    names: list[str] = []
+    for param in dependant.query_params:
+        model = param.field_info.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            names += [info.alias or name for name, info in model.model_fields.items()]
+        else:
+            names.append(param.alias)
+    for dependency in dependant.dependencies:
+        names += query_names(dependency)
+    return list(dict.fromkeys(names))
+
+
+def known_query_only(request: Request) -> None:
+    """Refuse (422, naming it) a query parameter the route does not declare. Dropped
+    silently, a misspelt filter (``jobType`` for ``job_type``) or flag (``dry_run`` for
+    ``dryRun``) made a bulk purge or retry act on more than it was asked to."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    known = query_names(route.dependant)
+    unknown = [n for n in dict.fromkeys(request.query_params.keys()) if n not in known]
+    if unknown:
+        takes = f"this route takes {', '.join(known)}" if known else "this route takes none"
+        message = f"{', '.join(unknown)}: unknown query parameter; {takes}"
+        raise ApiError(422, "invalid_parameter", message, field=unknown[0])
+
+
+KnownQueryOnly = Depends(known_query_only)
+"""A dependency for every route of the JSON API: :func:`known_query_only`."""
 
 
 def _name(field: str) -> AfterValidator:

@@ -78,7 +78,7 @@ def create_app(
     from ..ojs import DEFAULT_DEAD_LETTER_QUEUE
     from ..ojs import mount as mount_ojs
     from . import dead_letter_v1
-    from ._deps import GUARD_ERRORS
+    from ._deps import GUARD_ERRORS, KnownQueryOnly
     from .api import install_error_handlers
     from .api import router as api_router
     from .operations import BulkOperations
@@ -125,8 +125,8 @@ def create_app(
     app.state.flash_key = secrets.token_bytes(32)
     app.state.record = recorded
     install_error_handlers(app)
-    app.include_router(api_router, responses=GUARD_ERRORS)
-    app.include_router(dead_letter_v1.router, responses=GUARD_ERRORS)
+    for router in (api_router, dead_letter_v1.router):
+        app.include_router(router, responses=GUARD_ERRORS, dependencies=[KnownQueryOnly])
     app.include_router(dashboard_router)
     ojs_upkeep = mount_ojs(
         app, ops, dead_letter_queue=dead_letter_queue or DEFAULT_DEAD_LETTER_QUEUE,
