@@ -116,3 +116,21 @@ async def test_bulk_filter_in_both_body_and_query_is_refused(
     assert response.status_code == 422
     assert response.json()["error"]["field"] == "filter"
     assert await dlq.get_dead_letter_count() == 4
+
+
+async def test_an_unknown_key_of_a_body_filter_is_refused_naming_it_and_nothing_moves(
+    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue, queue: Queue
+) -> None:
+    # Given four dead letters, three from jobs
+    # When a bulk retry's body filter spells the job type as the v1 API does (jobType)
+    response = await client.post(
+        f"{BASE}/retry", params={"dlq": DLQ},
+        json={"filter": {"queue": "jobs", "jobType": "report.generate"}},
+    )  # fmt: skip
+
+    # Then it is refused naming the key, and nothing was replayed
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_parameter"
+    assert response.json()["error"]["field"] == "filter.jobType"
+    assert await remaining(dlq) == {"a", "b", "c", "d"}
+    assert await queue.get_waiting_count() == 0

@@ -111,6 +111,26 @@ async def test_a_bulk_operation_needs_a_filter_a_token_and_valid_values(
     assert await dlq.get_dead_letter_count() == 4
 
 
+async def test_an_unknown_key_of_the_filter_is_refused_before_any_operation_starts(
+    client: httpx.AsyncClient,
+    seeded: dict[str, str],
+    dlq: Queue,
+    raw: aioredis.Redis,
+    prefix: str,
+) -> None:
+    # Given four dead letters, three from jobs
+    # When a background purge's filter spells the job type as the v1 API does (jobType)
+    response = await client.post(BULK, json={
+        "action": "purge", "dlq": DLQ, "filter": {"queue": "jobs", "jobType": "report.generate"},
+    })  # fmt: skip
+
+    # Then it is refused naming the key; no operation was recorded and nothing was purged
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == "filter.jobType"
+    assert [k async for k in raw.scan_iter(match=operation_key(prefix, "*"))] == []
+    assert await remaining(dlq) == {"a", "b", "c", "d"}
+
+
 async def test_an_unknown_operation_is_a_404(client: httpx.AsyncClient) -> None:
     for operation_id in ("0" * 32, "not-an-id", "{x}"):
         response = await client.get(f"{BULK}/{operation_id}")

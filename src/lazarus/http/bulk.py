@@ -14,7 +14,7 @@ from ..dead_letter import DeadLetterFilter
 from ..dead_letter.bulk import BULK_BATCH
 from ._deps import AUTH_ERRORS, ERRORS, NOT_FOUND, ApiError, checked_name, require_token
 from .operations import BulkOperation, BulkOperations
-from .params import FilterParams, to_filter
+from .params import FilterBody, FilterParams, to_filter
 from .schemas import iso
 
 router = APIRouter(prefix="/api/dead-letters/bulk", tags=["bulk operations"], responses=ERRORS)
@@ -27,7 +27,7 @@ class BulkOperationRequest(BaseModel):
 
     action: Literal["replay", "purge"]
     dlq: str = Field(min_length=1, max_length=200, description="The dead letter queue.")
-    filter: FilterParams | None = None
+    filter: FilterBody | None = None
     all: bool = Field(default=False, description="Allow an empty filter (every dead letter).")
     dry_run: bool = Field(default=False, description="Only count what would be touched.")
     rate: float | None = Field(

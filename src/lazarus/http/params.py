@@ -50,6 +50,14 @@ class FilterParams(BaseModel):
     )
 
 
+class FilterBody(FilterParams):
+    """The filter in a request body. An unknown key is refused (422), as an unknown query
+    parameter is (:func:`~lazarus.http._deps.known_query_only`): dropped, it would widen
+    what a bulk operation acts on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 def parse_time(value: str, field: str) -> int:
     """``value`` (ms since the epoch, or ISO 8601; UTC when it has no offset) in ms."""
     text = value.strip()
@@ -96,7 +104,7 @@ class BulkRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    filter: FilterParams | None = None
+    filter: FilterBody | None = None
     dry_run: bool = False
     all: bool = False
 
