@@ -131,6 +131,33 @@ async def test_an_unknown_key_of_the_filter_is_refused_before_any_operation_star
     assert await remaining(dlq) == {"a", "b", "c", "d"}
 
 
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [({"batch_size": True}, "batch_size"), ({"rate": True}, "rate"),
+     ({"batch_size": 10.0}, "batch_size")],
+)  # fmt: skip
+async def test_true_or_a_float_for_a_number_is_refused_before_any_operation_starts(
+    client: httpx.AsyncClient,
+    seeded: dict[str, str],
+    dlq: Queue,
+    raw: aioredis.Redis,
+    prefix: str,
+    values: dict[str, Any],
+    field: str,
+) -> None:
+    # Given four dead letters
+    # When a background replay (a dry run) comes with true, or a float for a count
+    response = await client.post(
+        BULK, json={"action": "replay", "dlq": DLQ, "all": True, "dry_run": True, **values}
+    )
+
+    # Then it is refused naming the field, and no operation was recorded
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
+    assert [k async for k in raw.scan_iter(match=operation_key(prefix, "*"))] == []
+    assert await remaining(dlq) == {"a", "b", "c", "d"}
+
+
 async def test_an_unknown_operation_is_a_404(client: httpx.AsyncClient) -> None:
     for operation_id in ("0" * 32, "not-an-id", "{x}"):
         response = await client.get(f"{BULK}/{operation_id}")

@@ -91,6 +91,9 @@ async def test_missing_dlq_is_422_naming_it(client: httpx.AsyncClient) -> None:
     [
         ({"priority": -1}, "priority"),
         ({"retry": {"max_attempts": 0}}, "max_attempts"),
+        ({"retry": {"max_attempts": True}}, "max_attempts"),
+        ({"priority": True}, "priority"),
+        ({"priority": 1.0}, "priority"),
         ({"queue": "a b"}, "queue"),
         ({"queue": "x" * 201}, "queue"),
         ({"unknown": 1}, "unknown"),

@@ -3,7 +3,10 @@ timeline and status in every dead letter; the status filter on lists and counts.
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
+import pytest
 
 from lazarus import Queue
 
@@ -83,6 +86,26 @@ async def test_replay_with_a_changed_payload_into_another_queue(
     meta = shown.json()["_dlqMeta"]
     assert (shown.json()["status"], meta["replayQueue"]) == ("processing", "review")
     assert meta["timeline"][-1]["replacedData"].startswith('{"label":"a"')
+
+
+@pytest.mark.parametrize(
+    ("body", "field"), [({"attempts": True}, "attempts"), ({"priority": False}, "priority")]
+)
+async def test_replay_refuses_true_or_false_for_a_number_and_replays_nothing(
+    client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker, body: Any, field: str
+) -> None:
+    # Given a dead letter
+    [dl_id] = await dead_letter(make_worker, queue, [job("email.send", "a")])
+
+    # When it is replayed with a bool where a number belongs
+    response = await client.post(f"{API}/{dl_id}/replay", params={"dlq": DLQ}, json=body)
+
+    # Then it is refused naming the field; the dead letter is still pending, no job was added
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
+    shown = await client.get(f"/api/dlq/{dl_id}", params={"dlq": DLQ})
+    assert shown.json()["status"] == "pending"
+    assert await queue.get_waiting_count() == 0
 
 
 async def test_settle(

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
+import pytest
 
 from lazarus import Queue
 
@@ -54,6 +57,31 @@ async def test_a_bad_policy_is_a_422_naming_the_field_and_writes_nothing(
     assert "max_age" in response.json()["error"]["message"]
     async with Queue(DLQ, connection=redis_url, prefix=prefix) as dlq:
         assert await dlq.client.exists(dlq.keys.dl_retention) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"max_age": "P1D", "maxcount": 5}, "max_age"),
+        ({"maxAge": "P1D", "maxcount": 5}, "maxcount"),
+        ({"statuses": {"pending": {"max_age": "P1D"}}}, "statuses.pending.max_age"),
+        ({"maxCount": True}, "maxCount"),
+        ({"maxCount": 5.0}, "maxCount"),
+    ],
+)
+async def test_a_misnamed_field_or_a_non_integer_count_is_a_422_naming_it_and_stores_nothing(
+    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue, body: Any, field: str
+) -> None:
+    # Given a dead letter queue with no stored policy
+    # When a policy comes with a field of another spelling, or true or 5.0 for a count
+    response = await client.put(f"/api/queues/{DLQ}/retention", json=body)
+
+    # Then it is refused naming the field, and no policy (the default one) was stored
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid_parameter", field)
+    assert field in error["message"]
+    assert await dlq.client.exists(dlq.keys.dl_retention) == 0
 
 
 async def test_changing_retention_needs_the_token(

@@ -31,9 +31,15 @@ class BulkOperationRequest(BaseModel):
     all: bool = Field(default=False, description="Allow an empty filter (every dead letter).")
     dry_run: bool = Field(default=False, description="Only count what would be touched.")
     rate: float | None = Field(
-        default=None, gt=0, le=1_000_000, description="Dead letters per second, at most."
+        default=None,
+        gt=0,
+        le=1_000_000,
+        strict=True,
+        description="Dead letters per second, at most.",
     )
-    batch_size: int = Field(default=BULK_BATCH, ge=1, le=5000, description="Dead letters per step.")
+    batch_size: int = Field(
+        default=BULK_BATCH, ge=1, le=5000, strict=True, description="Dead letters per step."
+    )
 
 
 class BulkOperationOut(BaseModel):

@@ -65,8 +65,8 @@ class ReplayIn(StatusAction):
 
     data: Any = None
     queue: str | None = Field(default=None, min_length=1, max_length=200)
-    attempts: int | None = Field(default=None, ge=1)
-    priority: int | None = Field(default=None, ge=0, le=MAX_PRIORITY)
+    attempts: int | None = Field(default=None, ge=1, strict=True)
+    priority: int | None = Field(default=None, ge=0, le=MAX_PRIORITY, strict=True)
 
 
 class SettleResult(BaseModel):

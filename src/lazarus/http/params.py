@@ -112,7 +112,7 @@ class BulkRequest(BaseModel):
 class RetryOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_attempts: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_attempts: int | None = Field(default=None, ge=1, le=1_000_000, strict=True)
 
 
 class RetryChanges(BaseModel):
@@ -121,5 +121,5 @@ class RetryChanges(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     retry: RetryOptions | None = None
-    priority: int | None = Field(default=None, ge=0, le=MAX_PRIORITY)
+    priority: int | None = Field(default=None, ge=0, le=MAX_PRIORITY, strict=True)
     queue: str | None = Field(default=None, min_length=1, max_length=200)

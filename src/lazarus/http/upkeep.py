@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..dead_letter import RetentionPolicy, StatusRetention
 from ._deps import AUTH_ERRORS, ERRORS, NOT_FOUND, ApiError, Ops, QueueName, require_token
@@ -39,15 +39,19 @@ class DeadLetterHealthOut(BaseModel):
 class StatusRetentionIn(BaseModel):
     """How long dead letters of one status are kept (``null``: until the count limit)."""
 
+    model_config = ConfigDict(extra="forbid")
+
     maxAge: str | None = Field(None, max_length=64, examples=["P30D"])
     prune: Literal["delete", "archive"] | None = None
 
 
 class RetentionIn(BaseModel):
-    """A retention policy; omitted fields take their defaults."""
+    """A retention policy; omitted fields take their defaults, unknown ones are refused."""
+
+    model_config = ConfigDict(extra="forbid")
 
     maxAge: str | None = Field("P180D", max_length=64, examples=["P180D"])
-    maxCount: int | None = Field(10_000, ge=0)
+    maxCount: int | None = Field(10_000, ge=0, strict=True)
     prune: Literal["delete", "archive"] = "delete"
     statuses: dict[str, StatusRetentionIn] | None = None
 
