@@ -48,15 +48,28 @@ async def test_retention_is_set_read_back_and_applied_by_prune(
     assert pruned.json() == {"pruned": 3}
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"maxAge": "180 days"}, "maxAge"),
+        ({"maxAge": "P0D"}, "maxAge"),
+        ({"statuses": {"failed": {"maxAge": "90 days"}}}, "statuses.failed.maxAge"),
+        ({"statuses": {"lost": {"maxAge": "P1D"}}}, "statuses"),
+    ],
+)
 async def test_a_bad_policy_is_a_422_naming_the_field_and_writes_nothing(
-    client: httpx.AsyncClient, seeded: dict[str, str], redis_url: str, prefix: str
+    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue, body: Any, field: str
 ) -> None:
-    response = await client.put(f"/api/queues/{DLQ}/retention", json={"maxAge": "180 days"})
+    # Given a dead letter queue with no stored policy
+    # When a policy comes with a duration or a status the library refuses
+    response = await client.put(f"/api/queues/{DLQ}/retention", json=body)
 
-    assert response.status_code == 422
-    assert "max_age" in response.json()["error"]["message"]
-    async with Queue(DLQ, connection=redis_url, prefix=prefix) as dlq:
-        assert await dlq.client.exists(dlq.keys.dl_retention) == 0
+    # Then the error's field says which, and no policy was stored
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid_parameter", field)
+    assert error["message"].startswith(f"{field}: ")
+    assert await dlq.client.exists(dlq.keys.dl_retention) == 0
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,9 @@ and ``POST /api/queues/{name}/prune``."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from functools import partial
+from typing import Literal, TypeVar
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +16,7 @@ from ._deps import AUTH_ERRORS, ERRORS, NOT_FOUND, ApiError, Ops, QueueName, req
 from .queues import existing_queue
 
 router = APIRouter(prefix="/api/queues", tags=["dead letter upkeep"], responses=ERRORS)
+T = TypeVar("T")
 _AUTH = [Depends(require_token)]
 
 
@@ -71,6 +74,24 @@ class PruneResult(BaseModel):
     pruned: int
 
 
+def _policy(body: RetentionIn) -> RetentionPolicy:
+    """The policy ``body`` asks for; a value the library refuses is a 422 naming its field."""
+    statuses = {
+        status: _checked(f"statuses.{status}.maxAge", partial(StatusRetention, r.maxAge, r.prune))
+        for status, r in (body.statuses or {}).items()
+    }
+    base = partial(RetentionPolicy, body.maxAge, body.maxCount, body.prune)
+    policy = _checked("maxAge", base)  # the model checked maxCount and prune
+    return policy if body.statuses is None else _checked("statuses", partial(base, statuses))
+
+
+def _checked(field: str, build: Callable[[], T]) -> T:
+    try:
+        return build()
+    except (TypeError, ValueError) as exc:
+        raise ApiError(422, "invalid_parameter", f"{field}: {exc}", field=field) from None
+
+
 def _policy_out(policy: RetentionPolicy) -> RetentionOut:
     return RetentionOut.model_validate(policy.to_json())
 
@@ -98,13 +119,7 @@ async def get_retention(ops: Ops, name: QueueName) -> RetentionOut:
 async def put_retention(ops: Ops, name: QueueName, body: RetentionIn) -> RetentionOut:
     """Store the policy for every process that prunes this dead letter queue."""
     await existing_queue(ops, name)
-    try:
-        policy = RetentionPolicy(body.maxAge, body.maxCount, body.prune)
-        if body.statuses is not None:
-            statuses = {s: StatusRetention(r.maxAge, r.prune) for s, r in body.statuses.items()}
-            policy = RetentionPolicy(body.maxAge, body.maxCount, body.prune, statuses)
-    except (TypeError, ValueError) as exc:
-        raise ApiError(422, "invalid_parameter", str(exc)) from None
+    policy = _policy(body)
     await ops.queue(name).set_retention_policy(policy)
     return _policy_out(policy)
 
