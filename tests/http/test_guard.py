@@ -186,3 +186,33 @@ async def test_the_audit_keeps_tokens_and_csrf_values_out(
     text = str(entries)
     assert "leaked-token" not in text and "leaked-csrf" not in text
     assert AUTH["Authorization"].split()[1] not in text
+
+
+async def _drain(stop: object) -> None:
+    """A drainer: the coroutine function create_app's ``drainers`` take."""
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "name"),
+    [
+        ({"allowed_hosts": "example.com"}, TypeError, "allowed_hosts"),
+        ({"allowed_hosts": []}, ValueError, "allowed_hosts"),
+        ({"allowed_hosts": ["example.com", 5]}, TypeError, "allowed_hosts"),
+        ({"tokens": [f"ci:viewer:{VIEWER}"]}, TypeError, "tokens"),
+        ({"token": ADMIN.encode()}, TypeError, "token"),
+        ({"session_ttl": "3600"}, TypeError, "session_ttl"),
+        ({"session_ttl": True}, TypeError, "session_ttl"),
+        ({"max_body_bytes": 2048.5}, TypeError, "max_body_bytes"),
+        ({"failed_tokens_per_minute": "10"}, TypeError, "failed_tokens_per_minute"),
+        ({"drainers": _drain}, TypeError, "drainers"),
+    ],
+)
+def test_create_app_refuses_a_setting_of_the_wrong_kind_naming_it(
+    redis_url: str, settings: dict[str, object], error: type[Exception], name: str
+) -> None:
+    # Given a setting of the wrong kind: one host name where a collection belongs (its
+    # characters would become the allowed hosts), a list where text belongs, a str or a
+    # float where an int belongs, one drainer where a sequence of them belongs
+    # When the app is built with it, Then the error names the setting
+    with pytest.raises(error, match=rf"^{name}: "):
+        create_app(connection=redis_url, auth=False, **settings)  # type: ignore[arg-type]

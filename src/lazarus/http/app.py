@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 
 
 def _credentials(token: str | None, tokens: Credentials | str | None) -> Credentials:
+    if token is not None and not isinstance(token, str):
+        raise TypeError(f"token: must be a str, not {type(token).__name__}")
+    if tokens is not None and not isinstance(tokens, Credentials | str):
+        raise TypeError(
+            "tokens: must be Credentials or their 'name:role:token' text (entries separated "
+            f"by commas or new lines), not {type(tokens).__name__}"
+        )
     if isinstance(tokens, str):
         tokens = Credentials.parse(tokens)
     if token and tokens:
@@ -54,7 +61,7 @@ def create_app(
     or its ``name:role:token`` text), presented as ``Authorization: Bearer <token>`` or through
     the dashboard's sign-in. ``auth=False`` lets everyone in — for loopback demos and test
     suites only. ``allowed_hosts`` are the host names the ``Host`` header may carry (default:
-    the loopback names; ``"*"`` for any, behind a proxy that checks it). Bodies over
+    the loopback names; ``["*"]`` for any, behind a proxy that checks it). Bodies over
     ``max_body_bytes`` are refused before they are read; dashboard sessions last
     ``session_ttl`` seconds. A client address that presents more than
     ``failed_tokens_per_minute`` wrong tokens in a minute is refused (429) until the minute
@@ -86,8 +93,9 @@ def create_app(
     settings = _guard_settings(
         token, tokens, auth, allowed_hosts, max_body_bytes, failed_tokens_per_minute
     )
-    if not 60 <= session_ttl <= 30 * 86400:
+    if not 60 <= _int(session_ttl, "session_ttl") <= 30 * 86400:
         raise ValueError(f"session_ttl: must be 60 s to 30 days, not {session_ttl}")
+    drainers = _drainers(drainers)
     ops = Operators(connection=connection, prefix=prefix)
     bulk = BulkOperations(ops)
     recorded = _open_record(record, ops)
@@ -150,15 +158,51 @@ def _guard_settings(
             "token, tokens: give the app credentials, or pass auth=False for a server that "
             "only this machine can reach"
         )
-    if not 1024 <= max_body_bytes <= 1 << 30:
+    if not 1024 <= _int(max_body_bytes, "max_body_bytes") <= 1 << 30:
         raise ValueError(f"max_body_bytes: must be 1 KiB to 1 GiB, not {max_body_bytes}")
-    if not 1 <= failed_tokens_per_minute <= 100_000:
+    if not 1 <= _int(failed_tokens_per_minute, "failed_tokens_per_minute") <= 100_000:
         raise ValueError(
             f"failed_tokens_per_minute: must be 1 to 100,000, not {failed_tokens_per_minute}"
         )
-    hosts = LOOPBACK_HOSTS if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
+    hosts = LOOPBACK_HOSTS if allowed_hosts is None else _hosts(allowed_hosts)
     throttle = Throttle(limit=failed_tokens_per_minute, window=60.0)
     return GuardSettings(credentials, auth, hosts, max_body_bytes, throttle)
+
+
+def _int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: must be an int, not {type(value).__name__}")
+    return value
+
+
+def _hosts(allowed_hosts: Iterable[str]) -> frozenset[str]:
+    # A str is an iterable of str too: "example.com" would allow the hosts "e", "x", "a", ...
+    if isinstance(allowed_hosts, str | bytes) or not isinstance(allowed_hosts, Iterable):
+        one = isinstance(allowed_hosts, str) and allowed_hosts
+        hint = f" (for one host: allowed_hosts=[{allowed_hosts!r}])" if one else ""
+        kind = type(allowed_hosts).__name__
+        raise TypeError(f"allowed_hosts: must be a collection of host names, not {kind}{hint}")
+    hosts = list(allowed_hosts)
+    for host in hosts:
+        if not isinstance(host, str):
+            raise TypeError(f"allowed_hosts: every host must be a str, not {host!r}")
+        if not host.strip():
+            raise ValueError(f"allowed_hosts: a host must not be blank, got {host!r}")
+    if not hosts:
+        raise ValueError("allowed_hosts: name at least one host, or ['*'] for any")
+    return frozenset(h.strip().lower() for h in hosts)
+
+
+def _drainers(drainers: Sequence[Any]) -> tuple[Any, ...]:
+    if isinstance(drainers, str | bytes) or not isinstance(drainers, Iterable):
+        raise TypeError(
+            f"drainers: must be a sequence of coroutine functions, not {type(drainers).__name__}"
+        )
+    found = tuple(drainers)
+    for drain in found:
+        if not callable(drain):
+            raise TypeError(f"drainers: every drainer must be callable, not {drain!r}")
+    return found
 
 
 def _open_record(url: str | None, ops: Operators) -> Record | None:
