@@ -65,7 +65,8 @@ async def all_keys(raw: aioredis.Redis) -> set[str]:
         ({"reason": "bored"}, "reason"),
         ({"since": "yesterday"}, "since"),
         ({"until": "2025-13-45"}, "until"),
-        ({"since": 2000, "until": 1000}, "since"),
+        ({"since": 2000, "until": 1000}, "until"),
+        ({"since": "2025-01-02", "until": "2025-01-01T23:59:59Z"}, "until"),
         ({"queue": "a{b"}, "queue"),
         ({"job_type": "x" * 1001}, "job_type"),
     ],
@@ -78,6 +79,39 @@ async def test_bad_filter_is_422_naming_the_field(
     error = error_of(response, 422, "invalid_parameter")
     assert error["field"] == field
     assert field in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", f"{BASE}/retry?dlq={DLQ}", {"filter": {"since": "2000", "until": "1000"}},
+         "filter.until"),
+        ("DELETE", f"{BASE}?dlq={DLQ}", {"filter": {"since": "yesterday"}}, "filter.since"),
+        ("POST", "/api/dead-letters/bulk",
+         {"action": "purge", "dlq": DLQ, "filter": {"since": "2000", "until": "1000"}},
+         "filter.until"),
+    ],
+)  # fmt: skip
+async def test_a_bad_time_in_a_body_filter_is_422_naming_it_in_the_filter(
+    client: httpx.AsyncClient,
+    seeded: dict[str, str],
+    raw: aioredis.Redis,
+    method: str,
+    path: str,
+    body: Any,
+    field: str,
+) -> None:
+    # Given four dead letters and the keys in Redis
+    before = await all_keys(raw)
+
+    # When a bulk operation's body filter has a bad time, or its times the wrong way round
+    response = await client.request(method, path, json=body)
+
+    # Then the error names the field inside the filter, and nothing changed
+    error = error_of(response, 422, "invalid_parameter")
+    assert error["field"] == field
+    assert error["message"].startswith(field)
+    assert await all_keys(raw) == before
 
 
 async def test_missing_dlq_is_422_naming_it(client: httpx.AsyncClient) -> None:

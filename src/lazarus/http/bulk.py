@@ -109,7 +109,7 @@ async def start_bulk_operation(
     """Replay or purge every dead letter of ``dlq`` that matches ``filter``, in the
     background; follow ``url`` (also the ``Location`` header) for its progress."""
     dlq = checked_name(body.dlq, "dlq")
-    flt = to_filter(body.filter or FilterParams())
+    flt = to_filter(body.filter or FilterParams(), "filter.")
     if not body.dry_run and not body.all and flt == DeadLetterFilter():
         message = "no filter given: pass a filter, or all=true to act on every dead letter"
         raise ApiError(422, "filter_required", message, field="filter")

@@ -115,15 +115,15 @@ def _bulk_filter(
     query: FilterParams, dry_run: bool, everything: bool, body: BulkRequest | None
 ) -> tuple[DeadLetterFilter, bool]:
     """The filter of a bulk operation (from the body or the query, not both) and dry_run."""
-    params = query
+    params, where = query, ""
     if body is not None and body.filter is not None:
         if query.model_dump(exclude_none=True):
             message = "give the filter in the body or in the query string, not both"
             raise ApiError(422, "invalid_parameter", message, field="filter")
-        params = body.filter
+        params, where = body.filter, "filter."
     dry_run = dry_run or (body is not None and body.dry_run)
     everything = everything or (body is not None and body.all)
-    flt = to_filter(params)
+    flt = to_filter(params, where)
     if not dry_run and not everything and flt == DeadLetterFilter():
         message = "no filter given: pass a filter, or all=true to act on every dead letter"
         raise ApiError(422, "filter_required", message, field="filter")

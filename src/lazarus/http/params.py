@@ -14,6 +14,9 @@ from ..job import MAX_PRIORITY, DeadLetterReason
 from ._deps import ApiError, checked_name
 
 _MS = re.compile(r"-?\d{1,16}")
+_LIBRARY_FIELD = re.compile(r"filter\.(\w+)")
+_API_FIELD = {"name": "job_type", "name_prefix": "job_type", "source_queue": "queue",
+              "payload_contains": "args"}  # fmt: skip
 
 
 class FilterParams(BaseModel):
@@ -75,28 +78,40 @@ def parse_time(value: str, field: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def to_filter(params: FilterParams) -> DeadLetterFilter:
-    """The library filter for the API's filter parameters; bad values raise a 422."""
+def to_filter(params: FilterParams, where: str = "") -> DeadLetterFilter:
+    """The library filter for the API's filter parameters; bad values raise a 422 naming the
+    field, after ``where`` (``"filter."`` for a body's filter)."""
     name = name_prefix = None
     if params.job_type is not None and params.job_type.endswith("*"):
         name_prefix = params.job_type[:-1] or None  # "email.*" matches "email.send"
     else:
         name = params.job_type
+    since = None if params.since is None else parse_time(params.since, f"{where}since")
+    until = None if params.until is None else parse_time(params.until, f"{where}until")
+    if since is not None and until is not None and since > until:
+        message = (
+            f"{where}until must not be before {where}since "
+            f"(since={params.since!r}, until={params.until!r})"
+        )
+        raise ApiError(422, "invalid_parameter", message, field=f"{where}until")
+    queue = None if params.queue is None else checked_name(params.queue, f"{where}queue")
     try:
         return DeadLetterFilter(
             name=name,
             name_prefix=name_prefix,
-            source_queue=None if params.queue is None else checked_name(params.queue, "queue"),
+            source_queue=queue,
             error_type=params.error_type,
             failed_reason=params.failed_reason,
             payload_contains=params.args,
             reason=params.reason,
-            since=None if params.since is None else parse_time(params.since, "since"),
-            until=None if params.until is None else parse_time(params.until, "until"),
+            since=since,
+            until=until,
             status=params.status,
         )
-    except (TypeError, ValueError) as exc:
-        raise ApiError(422, "invalid_parameter", str(exc), field="since") from None
+    except (TypeError, ValueError) as exc:  # the library's "filter.<its name> ..."
+        found = _LIBRARY_FIELD.match(str(exc))
+        field = None if found is None else where + _API_FIELD.get(found[1], found[1])
+        raise ApiError(422, "invalid_parameter", str(exc), field=field) from None
 
 
 class BulkRequest(BaseModel):
