@@ -114,6 +114,24 @@ async def test_a_bad_time_in_a_body_filter_is_422_naming_it_in_the_filter(
     assert await all_keys(raw) == before
 
 
+@pytest.mark.parametrize("body", [b"{bad", b'{"priority": 1,}', b'{"priority": 1} x'])
+async def test_a_body_that_is_not_json_is_422_naming_the_body(
+    client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue, body: bytes
+) -> None:
+    # Given four dead letters
+    # When a retry's body is not valid JSON
+    response = await client.post(
+        f"{BASE}/{seeded['a']}/retry", params={"dlq": DLQ}, content=body,
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+
+    # Then the error names the body and says what is wrong, and nothing was replayed
+    error = error_of(response, 422, "invalid_parameter")
+    assert error["field"] == "body"
+    assert error["message"].startswith("body: not valid JSON: ")
+    assert await dlq.get_dead_letter_count() == 4
+
+
 async def test_missing_dlq_is_422_naming_it(client: httpx.AsyncClient) -> None:
     error = error_of(await client.get(BASE), 422, "invalid_parameter")
     assert error["field"] == "dlq"

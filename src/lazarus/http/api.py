@@ -100,6 +100,12 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     parts, field = [], None
     for error in exc.errors():
         loc = [str(p) for p in error.get("loc", ())]
+        if error.get("type") == "json_invalid":  # its loc is ("body", <character position>)
+            reason = error.get("ctx", {}).get("error", "cannot be parsed")
+            at = f" at character {loc[1]}" if len(loc) > 1 else ""
+            parts.append(f"body: not valid JSON: {reason}{at}")
+            field = field or "body"
+            continue
         name = ".".join(loc[1:]) or (loc[0] if loc else "request")
         where = f" ({loc[0]})" if len(loc) > 1 else ""
         parts.append(f"{name}{where}: {error.get('msg', 'invalid')}")
