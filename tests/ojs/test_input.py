@@ -263,3 +263,23 @@ async def test_a_job_id_no_key_can_be_made_of_is_refused(
     # Then it is refused, naming the field, and nothing was written
     refused(response, field)
     assert await stored(raw, prefix) == before
+
+
+@pytest.mark.parametrize(
+    ("envelope", "field"),
+    [({"type": "a.b\n", "args": []}, "type"),
+     ({"type": "a.b", "args": [], "options": {"queue": "default\n"}}, "options.queue"),
+     ({"type": "a.b", "args": [], "id": "0190b6d2-8f3a-7c4e-9a1b-2c3d4e5f6a7b\n"}, "id")],
+)  # fmt: skip
+async def test_a_name_with_a_trailing_newline_is_refused_and_nothing_is_written(
+    client: httpx.AsyncClient, raw: Any, prefix: str, envelope: dict[str, Any], field: str
+) -> None:
+    # Given a store with nothing of OJS yet
+    before = await stored(raw, prefix)
+
+    # When a job is enqueued whose type, queue or id ends with a newline
+    response = await client.post("/ojs/v1/jobs", json=envelope)
+
+    # Then it is refused, naming the field, and nothing was written
+    refused(response, field)
+    assert await stored(raw, prefix) == before

@@ -112,7 +112,7 @@ def _positive_ms(options: dict[str, Any], field: str, maximum: int) -> int | Non
 
 
 def _name(value: object, field: str, pattern: re.Pattern[str], rule: str) -> str:
-    if not isinstance(value, str) or not pattern.match(value) or len(value) > MAX_NAME:
+    if not isinstance(value, str) or not pattern.fullmatch(value) or len(value) > MAX_NAME:
         raise invalid(f"{field} must match {rule} (at most {MAX_NAME} bytes), got {value!r}")
     return value
 
@@ -138,7 +138,7 @@ def parse_submission(body: Any) -> Submission:
     job_id = body.get("id")
     if job_id is None:
         job_id = new_id()
-    elif not isinstance(job_id, str) or not UUIDV7_RE.match(job_id):
+    elif not isinstance(job_id, str) or not UUIDV7_RE.fullmatch(job_id):
         raise invalid(f"id must be a lowercase UUIDv7, got {job_id!r}")
     meta = body.get("meta", {})
     if not isinstance(meta, dict):

@@ -175,7 +175,7 @@ def _queues(body: dict[str, Any]) -> list[str]:
     if not isinstance(queues, list) or not queues:
         raise OjsError(400, "invalid_request", "queues must be a non-empty array of queue names")
     for name in queues:
-        if not isinstance(name, str) or not QUEUE_RE.match(name):
+        if not isinstance(name, str) or not QUEUE_RE.fullmatch(name):
             raise OjsError(400, "invalid_request", f"queues: invalid queue name {name!r}")
     return queues
 
