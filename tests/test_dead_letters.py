@@ -830,3 +830,30 @@ async def test_a_claim_on_a_dead_letter_queue_passes_an_index_entry_without_its_
         await source.close()
         await dlq.close()
         await client.aclose()
+
+
+async def test_a_dead_letter_cut_short_on_a_dead_letter_queue_worker_goes_back_into_the_store(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given a dead letter that a worker of the dead letter queue runs, and that does not end
+    await queue.add("charge", {"n": 1})
+    await dead_letter_all(make_worker, dlq, 1)
+    dead = await only_dead_letter(dlq)
+    started = asyncio.Event()
+
+    async def hang(job: Job) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    worker = make_worker(hang, dlq.name)
+    await asyncio.wait_for(started.wait(), 10)
+    assert await dlq.count_dead_letters(DeadLetterFilter(status="pending")) == 0
+
+    # When that worker stops, handing it back
+    await worker.close(timeout=0.1)
+
+    # Then it is a pending dead letter of the store again, found as one, not a waiting job
+    assert await dlq.count_dead_letters(DeadLetterFilter(status="pending")) == 1
+    assert [j.id for j in await dlq.find_dead_letters(limit=10)] == [dead.id]
+    assert await dlq.client.llen(dlq.keys.wait) == 0
+    assert await dlq.get_job_state(dead.id) == "waiting"

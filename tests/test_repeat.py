@@ -177,3 +177,20 @@ async def test_a_queue_that_only_has_a_schedule_is_listed(
     await queue.add("report", None, repeat={"every": 60_000})
 
     assert await list_queues(redis_url, prefix=prefix) == ["jobs"]
+
+
+async def test_adding_a_schedule_again_after_its_occurrence_was_removed_brings_one_back(
+    queue: Queue,
+) -> None:
+    # Given a schedule whose pending occurrence was removed (by hand, or by a clean)
+    first = await queue.add("tick", None, repeat={"every": 60_000})
+    await queue.remove(first.id)
+    assert await queue.get_job(first.id) is None
+
+    # When the schedule is added again
+    again = await queue.add("tick", None, repeat={"every": 60_000})
+
+    # Then it has a pending occurrence again, the one its schedule says is next
+    assert await queue.get_job_state(again.id) == "delayed"
+    [schedule] = await queue.get_repeatable_jobs()
+    assert again.id == f"repeat:{schedule.key}:{schedule.next}"

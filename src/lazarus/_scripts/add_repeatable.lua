@@ -1,7 +1,8 @@
 --[[
   add_repeatable: [*] -> schedule, and its first occurrence [*] -> delayed | waiting. A
   schedule that exists keeps its times and pending occurrence; only its job template (name,
-  data, options) is updated.
+  data, options) is updated. A schedule whose pending occurrence is gone gets a new one, due
+  at `first` (within its limit and end date).
 
   KEYS[1]  wait
   KEYS[2]  prioritized
@@ -46,7 +47,18 @@ local template = {'name', ARGV[4], 'data', ARGV[5], 'opts', ARGV[6], 'priority',
   'atm', ARGV[8]}
 if redis.call('EXISTS', schedule) == 1 then
   redis.call('HSET', schedule, unpack(template))
-  local next = tonumber(redis.call('HGET', schedule, 'next'))
+  local f = redis.call('HMGET', schedule, 'next', 'count', 'limit', 'endDate')
+  local next, first = tonumber(f[1]), tonumber(ARGV[14])
+  local limit, end_date = tonumber(f[3] or ''), tonumber(f[4] or '')
+  -- Its pending occurrence gone (removed, cleaned, or run and dropped while the schedule
+  -- could not advance), the schedule would wait for it for ever: it goes on from `first`.
+  if redis.call('EXISTS', q.job_prefix .. occurrence_id(key, next)) == 0
+      and (not limit or (tonumber(f[2]) or 0) < limit)
+      and (not end_date or first <= end_date) then
+    redis.call('HSET', schedule, 'next', first)
+    redis.call('ZADD', KEYS[11], first, key)
+    return {0, first, add_occurrence(q, schedule, key, first, tonumber(ARGV[1]), ARGV[2])}
+  end
   return {0, next, occurrence_id(key, next)}
 end
 local first = tonumber(ARGV[14])

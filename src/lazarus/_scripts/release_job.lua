@@ -1,5 +1,6 @@
 --[[
-  release_job: active -> waiting, at the front of the line, for a job whose worker is shutting
+  release_job: active -> waiting, at the front of the line (a dead letter a worker of its dead
+  letter queue had taken: back into the store, pending), for a job whose worker is shutting
   down before its processor finished: the job runs again at once, on any worker, instead of
   waiting for its lease to expire and the stall sweep. No attempt is counted: the processor
   neither failed nor finished.
@@ -27,12 +28,11 @@
 -- @include json_append
 -- @include queue_keys
 -- @include finish
+-- @include requeue
 
 local q = queue_keys(1)
 local id = ARGV[1]
 local code = release(q, id, ARGV[2])
 if code ~= 0 then return code end
-redis.call('RPUSH', q.wait, id)
-redis.call('ZADD', q.marker, 0, '0')
-emit(q.events, ARGV[3], 'waiting', 'jobId', id)
+requeue(q, id, ARGV[3])
 return 0

@@ -53,6 +53,7 @@
 -- @include dead_letter
 -- @include move_out
 -- @include budget
+-- @include requeue
 
 local q = queue_keys(1)
 local now = tonumber(ARGV[1])
@@ -121,9 +122,7 @@ for i, id in ipairs(expired) do
       json_append(key, 'stacktrace', cjson.encode(message))
       json_append(key, 'attempts', record)
       -- A stalled job has waited its turn already: it goes to the front of the line.
-      redis.call('RPUSH', q.wait, id)
-      redis.call('ZADD', q.marker, 0, '0')
-      emit(q.events, maxlen, 'waiting', 'jobId', id)
+      requeue(q, id, maxlen)
       requeued[#requeued + 1] = id
     end
   end
