@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from lazarus import DeadLetterFilter, JobStateError, Queue
+from lazarus import DeadLetterFilter, JobStateError, Queue, Worker
 from lazarus.dead_letter import detach
 
 from .audit import all_dead_letters
 from .dead_letters import DLQ, Where, judge_letters, make_dead_letters
-from .harness import Scenario, wait_for
+from .harness import PREFIX, Scenario, wait_for
+from .pool import RunLog
 from .report import Findings
 
 pytestmark = pytest.mark.chaos
@@ -241,4 +244,93 @@ async def test_replay_under_memory_pressure(scenario: Scenario) -> None:
     judge_letters(findings, await Where.look(server), tags, replayed)
     findings.notes.append(f"replays that returned: {sum(replayed.values())}; that raised: "
                           f"{dict(raised)}")  # fmt: skip
+    await scenario.finish(findings)
+
+
+async def _fail_for_good(job: Any) -> None:
+    raise ValueError(f"dead letter {job.data['i']}")
+
+
+@pytest.mark.timeout(240)
+async def test_dead_letter_queue_workers_killed_and_stopped_lose_and_double_nothing(
+    scenario: Scenario,
+) -> None:
+    # Given 600 dead letters, one in five of which never ends when run again, and four worker
+    # processes on the dead letter queue (whose own dead letter queue is "dlq2"), with 1 s
+    # leases and one stall allowed
+    server = scenario.redis()
+    source = scenario.queue(server, "src")
+    await source.add_bulk(
+        {"name": "n", "data": {"i": i, "ms": 20, "hang": i % 5 == 0}} for i in range(600)
+    )
+    maker = Worker("src", _fail_for_good, connection=server.url, prefix=PREFIX, concurrency=50,
+                   dead_letter_queue=DLQ, block_timeout=0.5)  # fmt: skip
+    dlq = scenario.queue(server, DLQ)
+    assert await wait_for(lambda: some_arrived(dlq, 600), 60), "600 dead letters were not made"
+    await maker.close()
+    tags = {letter.id: letter.original_data["i"] for letter in await all_dead_letters(dlq)}
+    pool = scenario.workers(server, DLQ, dlq="dlq2", concurrency=8, lock_duration=1000,
+                            stalled_interval=500, max_stalled_count=1,
+                            shutdown_timeout=0.2)  # fmt: skip
+    for _ in range(4):
+        pool.spawn()
+
+    # When, every 250 ms for 10 s, a worker is SIGKILLed (its dead letters stall and the sweep
+    # puts them back into the store) or, one time in three, SIGTERMed (it hands back what it
+    # runs and holds), and replaced
+    rng = random.Random(11)
+    stopped = 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.25)  # the storm's own pace
+        pid = rng.choice(pool.live)
+        if rng.random() < 1 / 3:
+            pool.signal(pid, signal.SIGTERM)
+            pool.live.remove(pid)
+            stopped += 1
+        else:
+            pool.kill(pid)
+        pool.spawn()
+
+    # Then, once the workers left standing have finished what ends, every dead letter is in
+    # exactly one place (completed by a worker, pending in the store, or a dead letter of
+    # "dlq2"), none completed twice, none in the queue's wait or active list
+    async def ended() -> bool:
+        completed = await raw.zcard(dlq.keys.completed)
+        return completed >= sum(1 for i in tags.values() if i % 5)
+
+    raw = scenario.raw(server)
+    drained = await wait_for(ended, 45)
+    await scenario.stop_workers()
+    completed = set(await raw.zrange(dlq.keys.completed, 0, -1))
+    places: Counter[str] = Counter(completed)
+    for letter in await all_dead_letters(dlq):
+        places[letter.id] += 1
+    last = scenario.queue(server, "dlq2")
+    moved = await all_dead_letters(last)
+    for letter in moved:
+        assert letter.dead_letter is not None
+        places[letter.dead_letter.original_job_id] += 1
+    findings = Findings("dead letter queue workers killed and stopped", len(tags),
+                        f"{pool.killed} SIGKILLs and {stopped} SIGTERMs of 4 workers of the "
+                        "dead letter queue, 1 per 250 ms")  # fmt: skip
+    findings.spurious_stalls = None
+    findings.lost = sorted(i for i in tags if places[i] == 0)
+    findings.duplicated = sorted(i for i in tags if places[i] > 1)
+    runs = RunLog.read(scenario.tmp / f"runs-{DLQ}")
+    findings.broken["completed twice"] = sorted(
+        i for i in tags if runs.events.get(i, Counter())["C"] > 1
+    )
+    findings.broken["left in the wait or active list"] = [
+        *await raw.lrange(dlq.keys.wait, 0, -1),
+        *await raw.lrange(dlq.keys.active, 0, -1),
+    ]
+    findings.broken["dead letters that end, not completed"] = sorted(
+        i for i, tag in tags.items() if tag % 5 and i not in completed
+    )
+    findings.notes.append(
+        f"completed {len(completed)}, pending "
+        f"{await dlq.count_dead_letters()}, moved to dlq2 (stalled twice) {len(moved)};"
+        f" drained: {drained}"
+    )
     await scenario.finish(findings)
