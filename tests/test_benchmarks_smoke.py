@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "benchmarks" / "run.py"
 EXPECTED_ROWS = {
     "add",
+    "add_client_cpu_us",
+    "round_trips",
+    "round_trip_cpu_us",
     "add_50",
     "add_bulk",
     "drain_noop_10",

@@ -87,7 +87,7 @@ async def test_adding_an_existing_job_id_returns_it_and_writes_nothing(queue: Qu
         ("n", {}, {"remove_on_complete": {"age": -1}}, ValueError, "remove_on_complete.age"),
         ("n", {}, {"remove_on_fail": "yes"}, TypeError, "remove_on_fail"),
         ("n", {}, {"job_id": "has space"}, ValueError, "job_id"),
-        # Waits past about ten years, and counts past exact doubles, are refused: due times
+        # Waits past about 317 years, and counts past exact doubles, are refused: due times
         # are Redis scores, passed through Lua
         ("n", {}, {"delay": 10**20}, ValueError, "delay"),
         ("n", {}, {"timeout": 10**400}, ValueError, "timeout"),

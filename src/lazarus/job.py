@@ -28,10 +28,10 @@ DeadLetterReason = Literal[
 
 MAX_PRIORITY = 2**21
 # The longest wait any option can ask for (a delay, a backoff, a timeout, a lease, a
-# deduplication ttl, a schedule's interval): about ten years, in ms. Due times are sums of the
-# clock and such a wait, compared as Redis scores (doubles) and passed through Lua, whose
+# deduplication ttl, a schedule's interval): 10**13 ms, about 317 years. Due times are sums of
+# the clock and such a wait, compared as Redis scores (doubles) and passed through Lua, whose
 # numbers print exactly up to 1e14: this keeps every one of them exact.
-MAX_DURATION_MS = 10 * 365 * 24 * 60 * 60 * 1000
+MAX_DURATION_MS = 10**13
 MAX_ATTEMPTS = 2**31 - 1
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # the last millisecond of the year 9999
 MAX_COUNT = 2**53  # a count to keep: every one of them is exact as a Lua number

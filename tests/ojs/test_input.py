@@ -173,8 +173,9 @@ async def test_a_lease_timeout_or_retry_past_its_cap_is_refused_and_nothing_is_w
     [({"options": {"delay_until": "2020-01-01"}}, "options.delay_until"),
      ({"options": {"delay_until": "2030-01-01T09:30:00"}}, "options.delay_until"),
      ({"options": {"scheduled_at": "2030-01-01 09:30"}}, "options.scheduled_at"),
-     ({"scheduled_at": "2030-01-01"}, "scheduled_at")],
-    ids=["a date", "no offset", "no seconds", "scheduled_at"],
+     ({"scheduled_at": "2030-01-01"}, "scheduled_at"),
+     ({"options": {"delay_until": "9000-01-01T00:00:00Z"}}, "options.delay_until")],
+    ids=["a date", "no offset", "no seconds", "scheduled_at", "beyond the engine's reach"],
 )  # fmt: skip
 async def test_a_due_time_that_is_not_rfc_3339_is_refused_and_nothing_is_written(
     client: httpx.AsyncClient, raw: Any, prefix: str, job: dict[str, Any], field: str

@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import _codec
+from .._connection import now_ms
+from ..job import MAX_DURATION_MS
 from .errors import OjsError
 from .retry import RetryPolicy, parse_policy
 
@@ -97,7 +99,13 @@ def _due_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
                                 (body, "scheduled_at", "scheduled_at")):  # fmt: skip
         if field in source:
             value = source[field]
-            return None if value is None else parse_time(value, name)
+            if value is None:
+                return None
+            due = parse_time(value, name)
+            if due - now_ms() > MAX_DURATION_MS:
+                years = MAX_DURATION_MS // 31_536_000_000
+                raise invalid(f"{name} is more than {years} years ahead, got {value!r}")
+            return due
     return None
 
 
