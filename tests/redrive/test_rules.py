@@ -63,6 +63,8 @@ def test_matching_uses_every_filter_field_and_the_first_match_wins() -> None:
         ({"strategy": "conditional", "health_url": "ftp://x"}, "health_url"),
         ({"failed_reason_pattern": "("}, "failed_reason_pattern"),
         ({"match": DeadLetterFilter(payload_contains="x")}, "match"),
+        ({"name": "retry timeouts"}, "^name 'retry timeouts' has ' '"),
+        ({"name": ""}, "^name must not be empty"),
     ],
 )
 def test_bad_rules_raise_naming_the_field(fields: dict[str, object], named: str) -> None:
@@ -124,6 +126,7 @@ def test_a_rules_file_gives_rules_and_alerts() -> None:
         ("[[rule]]\nspeed = 1\n", "rule[0] has unknown fields: speed"),
         ("[[rule]]\nmatch = { colour = 'red' }\n", "rule[0]"),
         ("[[rule]]\nschedule = ['soon']\n", "rule[0]: schedule"),
+        ("[[rule]]\nname = 'retry timeouts'\n", "rule[0]: name"),
         ("[rules]\n", "unknown tables"),
         ("[[rule]\n", "not valid TOML"),
         ("[[alert]]\nname = 'x'\nmetric = 'mood'\nop = '>'\nthreshold = 1\n", "alert[0]"),

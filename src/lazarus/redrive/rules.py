@@ -23,6 +23,7 @@ import zoneinfo
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
+from .._keys import validate_name
 from ..dead_letter import DeadLetterFilter
 
 Strategy = Literal["backoff", "window", "conditional", "manual"]
@@ -76,6 +77,8 @@ class RedriveRule:
     breaker_cooldown: int = 60_000
 
     def __post_init__(self) -> None:
+        if self.name is not None:  # each replay records it as its rule, checked the same way
+            validate_name(self.name, "name")
         if self.match is not None and not isinstance(self.match, DeadLetterFilter):
             raise TypeError(f"match must be a DeadLetterFilter or None, not {self.match!r}")
         if self.match is not None and (self.match.payload_contains or self.match.timed):
