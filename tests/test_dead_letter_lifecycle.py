@@ -149,6 +149,27 @@ async def test_a_changed_payload_that_is_not_json_is_refused_before_writing(
     assert await queue.get_waiting_count() == 0
 
 
+async def test_a_changed_payload_over_the_queues_size_limit_is_refused_before_writing(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, redis_url: str, prefix: str
+) -> None:
+    # Given a dead letter, and its dead letter queue opened with a 1 KiB payload limit
+    dl_id = await one_dead_letter(queue, dlq, make_worker)
+    small = Queue(dlq.name, connection=redis_url, prefix=prefix, max_payload_bytes=1024)
+
+    # When an operator replays it with a 2 KiB payload
+    try:
+        with pytest.raises(ValueError, match="data is 2008 bytes encoded, over the limit of 1024"):
+            await small.replay_dead_letter(dl_id, data={"x": "a" * 2_000})
+    finally:
+        await small.close()
+
+    # Then nothing moved: the dead letter keeps its payload and nothing waits
+    assert (await meta_of(dlq, dl_id)).status == "pending"
+    letter = await dlq.peek_dead_letter(dl_id)
+    assert letter is not None and letter.original_data == {"n": 1}
+    assert await queue.get_waiting_count() == 0
+
+
 async def test_a_replayed_job_failing_under_a_worker_without_dlq_returns_to_its_record(
     queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:

@@ -25,6 +25,7 @@ class DeadLetterMovesMixin:
     name: str
     keys: QueueKeys
     max_events: int
+    max_payload_bytes: int
     _client: Client
 
     # -- replay ----------------------------------------------------------------------------
@@ -44,8 +45,9 @@ class DeadLetterMovesMixin:
     ) -> str:
         """Replay one dead letter into its source queue (or ``queue``); returns the new job's id.
 
-        The new job has the original payload (or ``data``, any JSON value, which then also
-        replaces the dead letter's payload; the timeline keeps the old one) and options
+        The new job has the original payload (or ``data``, any JSON value of at most this
+        queue's ``max_payload_bytes`` encoded, which then also replaces the dead letter's
+        payload; the timeline keeps the old one) and options
         (``attempts`` and ``priority`` may be changed), no attempts made, ``replay_count`` one
         higher, and a reference to its dead letter. The dead letter stays, ``processing``,
         until the new job completes (``resolved``) or fails for good (back to ``pending``).
@@ -59,7 +61,9 @@ class DeadLetterMovesMixin:
         if queue is not None:
             validate_queue_name(queue, "queue")
         by = replay.check_replayer(actor, note, rule)
-        payload = "" if data is replay.UNCHANGED else _codec.encode(data, field="data")
+        payload = ""
+        if data is not replay.UNCHANGED:
+            payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
         source = await self._client.hget(self.keys.job(job_id), "dlq:sourceQueue")
         if source is None:
             if await self._client.exists(self.keys.job(job_id)):
