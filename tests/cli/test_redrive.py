@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import redis.asyncio as aioredis
 from click.testing import CliRunner
 
 from lazarus import Queue
 from lazarus.cli import main
 
+from ..conftest import keys_of
 from .conftest import Invoke, MakeWorker, dead_letter, parsed
 
 
@@ -129,3 +131,21 @@ async def test_a_bad_retention_value_is_a_usage_error_and_changes_nothing(
     assert result.exit_code == 2
     assert "max_age" in result.output
     assert await dlq.client.exists(dlq.keys.dl_retention) == 0
+
+
+async def test_retention_of_a_queue_that_does_not_exist_is_refused_and_stores_nothing(
+    queue: Queue, make_worker: MakeWorker, invoke: Invoke, raw: aioredis.Redis, prefix: str
+) -> None:
+    # Given a dead letter queue, and a name no queue has
+    await dead_letter(queue, make_worker, ("a", {}))
+    before = await keys_of(raw, prefix)
+
+    # When the operator sets, or only shows, the retention policy of that name
+    results = [await invoke("retention", "jobs-dlqq", "--max-age", "P1D"),
+               await invoke("retention", "jobs-dlqq")]  # fmt: skip
+
+    # Then both say there is no such queue, and no policy key was written
+    for result in results:
+        assert result.exit_code == 1, result.output
+        assert f"no queue 'jobs-dlqq' under prefix '{prefix}'" in result.output
+    assert await keys_of(raw, prefix) == before

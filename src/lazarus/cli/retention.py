@@ -3,11 +3,14 @@ prune it now."""
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
 
 import click
 
+from ..dead_letter import RetentionPolicy
+from ..operators import Operators
+from ._options import open_queue, run
 from .main import PREFIX_OPTION, URL_OPTION, check_name, one_line
 
 
@@ -27,30 +30,28 @@ def retention(
 ) -> None:  # fmt: skip
     """Show the retention policy of DLQ; with options, change it first (the rest is kept);
     with --now, prune by it."""
-    import dataclasses
+    changes: dict[str, object] = {}
+    if max_age is not None:
+        changes["max_age"] = None if max_age.lower() == "none" else max_age
+    if max_count is not None:
+        changes["max_count"] = _count(max_count)
+    if action is not None:
+        changes["prune"] = action
+    try:  # the values alone, before Redis is touched
+        dataclasses.replace(RetentionPolicy(), **changes)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise click.UsageError(one_line(str(exc))) from None
 
-    from ..queue import Queue
+    async def work(ops: Operators) -> tuple[dict[str, object], int | None]:
+        queue = await open_queue(ops, dlq)
+        policy = await queue.get_retention_policy()
+        if changes:
+            policy = dataclasses.replace(policy, **changes)  # type: ignore[arg-type]
+            await queue.set_retention_policy(policy)
+        pruned = await queue.prune_dead_letters() if prune_now else None
+        return policy.to_json(), pruned
 
-    async def run() -> tuple[dict[str, object], int | None]:
-        async with Queue(dlq, connection=redis_url, prefix=prefix) as queue:
-            policy = await queue.get_retention_policy()
-            changes: dict[str, object] = {}
-            if max_age is not None:
-                changes["max_age"] = None if max_age.lower() == "none" else max_age
-            if max_count is not None:
-                changes["max_count"] = _count(max_count)
-            if action is not None:
-                changes["prune"] = action
-            if changes:
-                try:
-                    policy = dataclasses.replace(policy, **changes)  # type: ignore[arg-type]
-                except (TypeError, ValueError) as exc:
-                    raise click.UsageError(one_line(str(exc))) from None
-                await queue.set_retention_policy(policy)
-            pruned = await queue.prune_dead_letters() if prune_now else None
-            return policy.to_json(), pruned
-
-    policy, pruned = asyncio.run(run())
+    policy, pruned = run(redis_url, prefix, work)
     if as_json:
         click.echo(json.dumps({"policy": policy, "pruned": pruned}, indent=2))
         return
