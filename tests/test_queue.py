@@ -417,6 +417,35 @@ async def test_clean_rejects_bad_arguments(queue: Queue) -> None:
         await queue.clean(-1)
 
 
+@pytest.mark.parametrize(
+    "getter",
+    ["get_waiting", "get_active", "get_prioritized", "get_delayed", "get_completed",
+     "get_failed", "get_dead_letter_jobs", "get_job_logs"],
+)  # fmt: skip
+@pytest.mark.parametrize(
+    ("start", "end", "error", "fragment"),
+    [
+        ("a", -1, TypeError, "^start must be an int, not str$"),
+        (1.5, -1, TypeError, "^start must be an int, not float$"),
+        (0, None, TypeError, "^end must be an int, not NoneType$"),
+        (True, -1, TypeError, "^start must be an int, not bool$"),
+        (0, 2**63, ValueError, "^end must be a 64-bit index"),
+    ],
+)
+async def test_range_getters_refuse_an_index_that_is_not_an_int_naming_it(
+    queue: Queue, getter: str, start: object, end: object, error: type[Exception],
+    fragment: str,
+) -> None:  # fmt: skip
+    # Given a queue holding a job (with a line of log), so that each read reaches Redis
+    job = await queue.add("n", {})
+    await queue.add_job_log(job.id, "a line")
+
+    # When a range is asked for with an index that is no int, Then the error names it
+    args = (job.id, start, end) if getter == "get_job_logs" else (start, end)
+    with pytest.raises(error, match=fragment):
+        await getattr(queue, getter)(*args)
+
+
 async def test_obliterate_deletes_every_key_of_the_queue(
     queue: Queue, raw: aioredis.Redis, prefix: str
 ) -> None:

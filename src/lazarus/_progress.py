@@ -15,6 +15,7 @@ from typing import Any
 from . import _codec, _scripts
 from ._connection import Client, reports_unavailable
 from ._failure import cap_text
+from ._indexes import check_range
 from ._keys import QueueKeys, validate_job_id
 from .errors import error_for_code
 
@@ -86,6 +87,7 @@ class JobLogsMixin:
         """The log lines of job (or dead letter) ``job_id`` from ``start`` to ``end``
         (inclusive indexes; ``asc=False`` counts from the newest), and how many it keeps."""
         key = self.keys.logs(validate_job_id(job_id))
+        start, end = check_range(start, end)
         async with self._client.pipeline(transaction=False) as pipe:
             if asc:
                 pipe.lrange(key, start, end)

@@ -27,6 +27,7 @@ from ._connection import (
     unavailable,
 )
 from ._dedup import NO_DEDUPLICATION, Deduplication, DeduplicationMixin
+from ._indexes import check_range
 from ._keys import (
     QueueKeys,
     glob_escape,
@@ -321,9 +322,11 @@ class Queue(
         return cast(JobState, _text(state))
 
     async def _list_range(self, key: str, start: int, end: int) -> list[Job]:
+        start, end = check_range(start, end)
         return await self._get_jobs([_text(i) for i in await self._client.lrange(key, start, end)])
 
     async def _zset_range(self, key: str, start: int, end: int, *, desc: bool) -> list[Job]:
+        start, end = check_range(start, end)
         ids = await self._client.zrange(key, start, end, desc=desc)
         return await self._get_jobs([_text(i) for i in ids])
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .. import _scripts
 from .._connection import reports_unavailable
+from .._indexes import check_range
 from .._keys import QueueKeys, validate_job_id
 from ..errors import ErrorCode
 from ..job import Job
@@ -54,6 +55,7 @@ class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUp
     async def get_dead_letter_jobs(self, start: int = 0, end: int = -1) -> list[Job]:
         """Dead letters from index ``start`` to ``end`` (inclusive), newest first, of those
         :meth:`get_dead_letter_count` counts."""
+        start, end = check_range(start, end)
         ids = await store.newest_first(self._client, self.keys, store.LIVE_STATUSES, start, end)
         return await self._get_jobs(ids)
 
