@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import pytest
+
 from lazarus import (
     DeadLetterError,
     DeadLetterFilter,
@@ -82,6 +84,27 @@ async def test_rate_counts_dead_letters_in_the_current_minute(
     assert len(rate) == 60
     assert rate[-1] == (newest // 60_000 * 60_000, 3)
     assert sum(count for _, count in rate) == 3
+
+
+@pytest.mark.parametrize("now", ["x", 1.5, True, -1, 10**30])
+async def test_a_now_that_is_no_time_in_ms_is_refused_naming_it(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, now: object
+) -> None:
+    # Given a dead letter
+    await dead_letter_all(queue, make_worker, [("a", "bad")])
+
+    # When the rate, the health or a prune is asked for at that time
+    for call in (
+        lambda: dlq.get_dead_letter_rate(5, now=now),  # type: ignore[arg-type]
+        lambda: dlq.get_dead_letter_health(now=now),  # type: ignore[arg-type]
+        lambda: dlq.prune_dead_letters(now=now),  # type: ignore[arg-type]
+    ):
+        # Then each names now
+        with pytest.raises((TypeError, ValueError), match=r"^now must be"):
+            await call()
+
+    # And the prune removed nothing
+    assert await dlq.get_dead_letter_count() == 1
 
 
 async def test_counters_track_dead_lettered_replayed_and_purged(

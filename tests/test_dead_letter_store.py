@@ -287,6 +287,27 @@ async def test_a_cursor_from_another_order_or_not_from_us_is_refused(dlq: Queue)
         await dlq.search_dead_letters(limit=0)
 
 
+@pytest.mark.parametrize(
+    ("budget", "error"),
+    [("x", TypeError), (True, TypeError), (-1, ValueError), (float("nan"), ValueError),
+     (float("inf"), ValueError)],
+)  # fmt: skip
+async def test_a_time_budget_that_is_no_finite_number_of_seconds_is_refused_naming_it(
+    raw: aioredis.Redis, dlq: Queue, redis_url: str, prefix: str, budget: object,
+    error: type[Exception],
+) -> None:  # fmt: skip
+    # Given dead letters to search
+    await seed(raw, dlq, 3, rng=random.Random(2))
+
+    # When a search of one dead letter queue, or of them all, is given that budget
+    # Then it is refused, naming time_budget
+    with pytest.raises(error, match=r"^time_budget must be"):
+        await dlq.search_dead_letters(time_budget=budget)  # type: ignore[arg-type]
+    async with DeadLetterView(redis_url, prefix=prefix) as view:
+        with pytest.raises(error, match=r"^time_budget must be"):
+            await view.search(time_budget=budget)  # type: ignore[arg-type]
+
+
 async def test_a_cursor_made_for_newest_first_is_refused_for_oldest_first(
     raw: aioredis.Redis, dlq: Queue
 ) -> None:

@@ -8,7 +8,8 @@ import datetime
 import enum
 import string
 
-from ..job import DeadLetterReason
+from .._connection import now_ms
+from ..job import MAX_TIMESTAMP_MS, DeadLetterReason
 
 TimeBound = int | datetime.datetime | None
 # query_dead_letters folds the stored reason with Lua's string.lower, which knows ASCII only;
@@ -60,6 +61,18 @@ def to_ms(value: TimeBound, field: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{field} must be an int (ms) or a datetime, not {type(value).__name__}")
     return value
+
+
+def check_now(now: object) -> int:
+    """``now`` (ms since the epoch, an int) when given, else the clock's; raises naming
+    ``now``. What replaces the clock of a measure or a prune, for previews and tests."""
+    if now is None:
+        return now_ms()
+    if isinstance(now, bool) or not isinstance(now, int):
+        raise TypeError(f"now must be an int (ms) or None, not {type(now).__name__}")
+    if not 0 <= now <= MAX_TIMESTAMP_MS:
+        raise ValueError(f"now must be from 0 to {MAX_TIMESTAMP_MS} (ms), got {now}")
+    return now
 
 
 @dataclasses.dataclass(frozen=True)

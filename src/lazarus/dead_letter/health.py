@@ -19,9 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from .._connection import now_ms
 from . import stats, store
-from .filters import DeadLetterFilter, DeadLetterStatus
+from .filters import DeadLetterFilter, DeadLetterStatus, check_now
 
 if TYPE_CHECKING:
     from .._connection import Client
@@ -73,7 +72,7 @@ class DeadLetterHealth:
 
 async def measure(client: Client, keys: QueueKeys, now: int | None = None) -> DeadLetterHealth:
     """Measure the health of the dead letter queue of ``keys``."""
-    at = now_ms() if now is None else now
+    at = check_now(now)
     statuses = [s.value for s in DeadLetterStatus]
     async with client.pipeline(transaction=False) as pipe:
         for status in statuses:

@@ -96,11 +96,11 @@ class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUp
                 page = await dlq.search_dead_letters(flt, cursor=page.next_cursor)
         """
         flt, limit = check_filter(filter), search.check_limit(limit)
-        order = search.check_order(order)
+        order, budget = search.check_order(order), search.check_time_budget(time_budget)
         position = None if cursor is None else search.decode_cursor(cursor, order)[0]
         total_task = asyncio.ensure_future(store.exact_count(self._client, self.keys, flt))
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + time_budget
+        deadline = loop.time() + budget
         ids: list[str] = []
         slowest = 0.0  # no step is begun that would likely end past the deadline
         while True:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import math
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -80,6 +81,16 @@ def check_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
         raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
     return limit
+
+
+def check_time_budget(value: object) -> float:
+    """How long a search may go on (seconds): a finite number >= 0; raises naming
+    ``time_budget``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"time_budget must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"time_budget must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
 
 
 def check_order(order: object) -> Order:

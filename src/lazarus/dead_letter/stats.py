@@ -7,9 +7,8 @@ import dataclasses
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from .._connection import now_ms
 from . import search, store
-from .filters import DeadLetterFilter
+from .filters import DeadLetterFilter, check_now
 
 if TYPE_CHECKING:
     from .._connection import Client
@@ -127,7 +126,7 @@ async def rate(
     """Arrivals per minute over the last ``minutes`` (at most 120), oldest first."""
     if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 120:
         raise ValueError(f"minutes must be an int from 1 to 120, got {minutes!r}")
-    current = (now_ms() if now is None else now) // 60_000
+    current = check_now(now) // 60_000
     fields = [f"rate:{m}" for m in range(current - minutes + 1, current + 1)]
     counts = await client.hmget(keys.meta, fields)
     return [((current - minutes + 1 + i) * 60_000, int(c or 0)) for i, c in enumerate(counts)]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .._connection import reports_unavailable
 from .._keys import QueueKeys
 from . import health, retention
+from .filters import check_now
 
 if TYPE_CHECKING:
     from .._connection import Client
@@ -41,11 +42,10 @@ class DeadLetterUpkeepMixin:
         """Apply the retention policy now: delete or archive what it no longer keeps, oldest
         first, in bounded batches; returns how many dead letters were pruned. ``now`` (ms)
         replaces the clock, for previews and tests."""
-        if now is not None and (isinstance(now, bool) or not isinstance(now, int)):
-            raise TypeError(f"now must be an int (ms) or None, not {type(now).__name__}")
+        at = check_now(now)  # before anything is written
         policy = await retention.load(self._client, self.keys)
         deleted, archived = await retention.prune(
-            self._client, self.keys, self.max_events, policy, now=now
+            self._client, self.keys, self.max_events, policy, now=at
         )
         return deleted + archived
 

@@ -111,11 +111,11 @@ class DeadLetterView:
         """A page of the matches across every dead letter queue, in arrival order, with a
         cursor for the next page (see :meth:`~lazarus.Queue.search_dead_letters`)."""
         flt, order = check_filter(filter), search.check_order(order)
-        limit = search.check_limit(limit)
+        limit, budget = search.check_limit(limit), search.check_time_budget(time_budget)
         at = None if cursor is None else search.decode_cursor(cursor, order)
         names = await self.dead_letter_queues()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + time_budget
+        deadline = loop.time() + budget
         taken: list[tuple[int, str, str]] = []
         while True:
             rows, frontier = await self._round(names, flt, order, at, limit - len(taken))
