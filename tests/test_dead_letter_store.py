@@ -328,6 +328,14 @@ def test_status_filter_accepts_the_enum_or_its_value_and_names_the_field() -> No
         DeadLetterFilter(name="\ud800")
 
 
+def test_reason_filter_takes_a_dead_letter_reason_only_and_names_the_field() -> None:
+    assert DeadLetterFilter(reason="stalled").exact() == {"r": "stalled"}
+    for bogus in ("bogus", "STALLED", ""):
+        # (it matched nothing, silently: a typo looked like an empty dead letter queue)
+        with pytest.raises(ValueError, match=r"^filter\.reason must be one of attempts_exh"):
+            DeadLetterFilter(reason=bogus)  # type: ignore[arg-type]
+
+
 # -- lookups and the view over every dead letter queue ----------------------------------------
 
 

@@ -7,11 +7,13 @@ import dataclasses
 import datetime
 import enum
 import string
+from typing import get_args
 
 from .._connection import now_ms
 from ..job import MAX_TIMESTAMP_MS, DeadLetterReason
 
 TimeBound = int | datetime.datetime | None
+REASONS: tuple[str, ...] = get_args(DeadLetterReason)
 # query_dead_letters folds the stored reason with Lua's string.lower, which knows ASCII only;
 # the filter must be folded the same way, or a non-ASCII reason would not even match itself.
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -112,6 +114,10 @@ class DeadLetterFilter:
                 raise TypeError(f"filter.{field} must be a str, not {type(value).__name__}")
             if isinstance(value, str):
                 _check_text(value, f"filter.{field}")
+        if self.reason is not None and self.reason not in REASONS:
+            raise ValueError(
+                f"filter.reason must be one of {', '.join(REASONS)}, got {self.reason!r}"
+            )
         if self.status is not None:
             try:
                 object.__setattr__(self, "status", DeadLetterStatus(self.status))
