@@ -82,6 +82,20 @@ async def test_list_on_a_record_never_migrated_says_to_migrate(sqlite_url: str) 
     assert "lazarus record migrate" in result.output
 
 
+async def test_list_refuses_a_status_no_row_can_hold_naming_the_option(sqlite_url: str) -> None:
+    # Given a migrated record
+    assert (await invoke("record", "migrate", "--record-url", sqlite_url)).exit_code == 0
+
+    for status in ("bogus", "PENDING"):
+        # When the operator lists by a status no row holds (it said "0 dead letters")
+        result = await invoke("record", "list", "--status", status, "--record-url", sqlite_url)
+
+        # Then it is a usage error naming --status and its choices
+        assert result.exit_code == 2, result.output
+        assert "Invalid value for '--status'" in result.output
+        assert "'pending', 'manual'" in result.output
+
+
 async def test_webhooks_test_sends_a_signed_event_and_exits_by_the_answer() -> None:
     receiver = Receiver().start()
     try:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..errors import LazarusError
+from ..record.queries import STATUSES
 from ._options import check_job_id, emit_json
 from ._record_options import endpoints, record_url_option, resolve_record_url, webhook_options
 from .main import PREFIX_OPTION, URL_OPTION
@@ -124,7 +125,7 @@ def export(
 @URL_OPTION
 @PREFIX_OPTION
 @click.option("--job-type", default=None, help="Only dead letters of this job name.")
-@click.option("--status", default=None, help="Only dead letters with this status.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only dead letters with this status.")
 @click.option("--queue", "queue_name", default=None, help="Only this dead letter queue.")
 @click.option("--page", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))

@@ -6,9 +6,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..dead_letter.filters import DeadLetterStatus
 from .database import Database, as_datetime
 
 MAX_LIMIT = 1000
+# The statuses a row holds (docs/record.md): a dead letter's own; the cause of its removal
+# from Redis; replayed from the record's copy; a tombstone.
+STATUSES = (*(s.value for s in DeadLetterStatus), "purged", "pruned", "removed", "cleaned",
+            "claimed", "replayed", "deleted")  # fmt: skip
 _TIMES = ("original_created_at", "failed_at", "archived_at", "resolved_at", "removed_at",
           "updated_at")  # fmt: skip
 
