@@ -72,6 +72,15 @@ def test_bad_since_is_a_usage_error_naming_the_option() -> None:
     assert "Invalid value for '--since'" in result.output
 
 
+def test_a_duration_reaching_back_past_the_year_1_is_a_usage_error_naming_the_option() -> None:
+    for option, duration in (("--since", "99999999999d"), ("--until", "3000000d")):
+        result = CliRunner().invoke(main, ["dlq", "list", "jobs-dlq", option, duration])
+
+        assert result.exit_code == 2, result.output
+        assert f"Invalid value for '{option}'" in _one_error_line(result)
+        assert "before the year 1" in result.output
+
+
 def test_since_after_until_is_a_usage_error_naming_both() -> None:
     result = CliRunner().invoke(
         main, ["dlq", "stats", "jobs-dlq", "--since", "1h", "--until", "2h"]

@@ -68,7 +68,10 @@ class TimeType(_TimeParamBase):
     ) -> datetime.datetime:
         if isinstance(value, datetime.datetime):
             return value
-        parsed = parse_time(str(value), now=datetime.datetime.now(datetime.timezone.utc))
+        try:
+            parsed = parse_time(str(value), now=datetime.datetime.now(datetime.timezone.utc))
+        except OverflowError:  # a duration that reaches back past what datetime holds
+            self.fail(f"{value!r} reaches back before the year 1", param, ctx)
         if parsed is None:
             self.fail(
                 f"{value!r} is neither an ISO 8601 time (2025-01-15T10:30:00Z) "
