@@ -89,6 +89,16 @@ def test_since_after_until_is_a_usage_error_naming_both() -> None:
     assert "'--since' / '--until'" in result.output
 
 
+def test_a_filter_value_the_filter_refuses_is_a_usage_error_naming_its_own_option() -> None:
+    # (a lone surrogate: what a shell passes for a byte that is not UTF-8)
+    for option in ("--error-type", "--name", "--contains"):
+        result = CliRunner().invoke(main, ["dlq", "list", "jobs-dlq", option, "\udcff"])
+
+        assert result.exit_code == 2, result.output
+        line = _one_error_line(result)
+        assert f"Invalid value for '{option}'" in line and "--since" not in line
+
+
 def test_bad_queue_name_and_id_are_usage_errors() -> None:
     name = CliRunner().invoke(main, ["dlq", "list", "has space"])
     job_id = CliRunner().invoke(main, ["dlq", "show", "jobs-dlq", "{bad}"])

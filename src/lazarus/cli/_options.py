@@ -82,13 +82,27 @@ class TimeType(_TimeParamBase):
         return parsed
 
 
+def _one_field(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A click callback: ``value`` if the filter takes it for this field, else a usage
+    error naming the option (not the filter's field, nor another option)."""
+    if value is not None and param.name is not None:
+        try:
+            DeadLetterFilter(**{param.name: value})
+        except (TypeError, ValueError) as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
 _FILTER_OPTIONS: list[tuple[str, Callable[[F], F]]] = [
-    ("name", click.option("--name", help="Job name, exactly.")),
-    ("name_prefix", click.option("--name-prefix", help="Job name starts with this.")),
-    ("error_type", click.option("--error-type", help="Exception class name, exactly.")),
-    ("failed_reason", click.option("--failed-reason",
+    ("name", click.option("--name", callback=_one_field, help="Job name, exactly.")),
+    ("name_prefix", click.option("--name-prefix", callback=_one_field,
+                                 help="Job name starts with this.")),
+    ("error_type", click.option("--error-type", callback=_one_field,
+                                help="Exception class name, exactly.")),
+    ("failed_reason", click.option("--failed-reason", callback=_one_field,
                                    help="Last error message contains this (any case).")),
-    ("source_queue", click.option("--source-queue", help="Queue the job died in.")),
+    ("source_queue", click.option("--source-queue", callback=_one_field,
+                                  help="Queue the job died in.")),
     ("reason", click.option("--reason", type=click.Choice(get_args(DeadLetterReason)),
                             help="Why it was dead-lettered.")),
     ("since", click.option("--since", type=TimeType(),
@@ -96,7 +110,7 @@ _FILTER_OPTIONS: list[tuple[str, Callable[[F], F]]] = [
     ("until", click.option("--until", type=TimeType(),
                            help="Dead-lettered at or before: ISO time or 30m / 2h / 7d ago.")),
     ("payload_contains", click.option(
-        "--contains", "payload_contains",
+        "--contains", "payload_contains", callback=_one_field,
         help='Payload JSON text contains this, literally (compact JSON: {"a":1}).')),
     ("status", click.option("--status", type=click.Choice([s.value for s in DeadLetterStatus]),
                             help="Where the dead letter stands in its lifecycle.")),
@@ -111,7 +125,7 @@ def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
         values = {field: kwargs.pop(field) for field, _ in _FILTER_OPTIONS}
         try:
             kwargs["flt"] = DeadLetterFilter(**values)
-        except ValueError as exc:
+        except ValueError as exc:  # each option alone was checked: since after until
             raise click.BadParameter(str(exc), param_hint="'--since' / '--until'") from None
         return command(*args, **kwargs)
 
