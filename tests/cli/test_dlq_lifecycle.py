@@ -35,6 +35,24 @@ async def test_flag_archive_and_reopen_record_the_operator_and_note(
     assert reopened["status"] == "pending"
 
 
+async def test_an_operator_name_with_a_space_is_a_usage_error_naming_the_option(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, invoke: Invoke
+) -> None:
+    # Given a dead letter
+    [dl_id] = await dead_letter(queue, make_worker, ("charge", {"n": 1}))
+
+    # When the operator flags or replays it as "bob smith"
+    for verb in ("flag", "replay"):
+        result = await invoke("dlq", verb, "jobs-dlq", dl_id, "--operator", "bob smith")
+
+        # Then the error names --operator (not the library's actor), and nothing changed
+        assert result.exit_code == 2, result.output
+        assert "Invalid value for '--operator': 'bob smith' must be a name" in result.output
+        assert "actor" not in result.output
+    assert await dlq.count_dead_letters(DeadLetterFilter(status="pending")) == 1
+    assert await queue.get_waiting_count() == 0
+
+
 async def test_set_status_with_expect_refuses_when_the_status_differs(
     queue: Queue, dlq: Queue, make_worker: MakeWorker, invoke: Invoke
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from ..dead_letter import DeadLetterStatus
+from ..dead_letter.lifecycle import MAX_ACTOR_LENGTH, check_actor
 from ..operators import Operators
 from ..queue import Queue
 from . import _render
@@ -38,10 +39,24 @@ def default_operator() -> str:
     return _UNSAFE.sub("-", name) or "unknown"
 
 
+def _check_operator(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A click callback: ``value`` if ``operator:<value>`` is an actor, else a usage error
+    naming ``--operator`` (the library's error names ``actor``)."""
+    try:
+        check_actor(f"operator:{value}")
+    except ValueError:
+        longest = MAX_ACTOR_LENGTH - len("operator:")
+        raise click.BadParameter(
+            f"{value!r} must be a name without whitespace, commas or control characters, "
+            f"at most {longest} characters", ctx, param,
+        ) from None  # fmt: skip
+    return value
+
+
 def operator_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--operator", "operator", default=default_operator, show_default="the login name",
-        help="Who acts: recorded in the timeline as operator:<name>.",
+        callback=_check_operator, help="Who acts: recorded in the timeline as operator:<name>.",
     )(command)  # fmt: skip
 
 
