@@ -185,6 +185,22 @@ def test_a_url_that_is_not_http_raises_value_error_naming_the_url() -> None:
         WebhookEndpoint("ops", "file:///etc/passwd", SECRET)
 
 
+@pytest.mark.parametrize("port", ["99999", "0", "http"])
+def test_a_url_whose_port_is_no_tcp_port_raises_value_error_naming_the_url(port: str) -> None:
+    with pytest.raises(ValueError, match=r"^webhook url .* has a port that is not a number"):
+        WebhookEndpoint("ops", f"https://hooks.example.com:{port}/in", SECRET)
+
+
+def test_events_given_as_one_str_raise_type_error_naming_events() -> None:
+    # (a str is iterable: "purged" was read as the events 'd', 'e', 'g', ...)
+    with pytest.raises(TypeError, match=r"^webhook events must be a collection of event names"):
+        WebhookEndpoint("ops", "https://hooks.example.com/in", SECRET, "purged")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^webhooks\[2\]: webhook events must be a collection"):
+        WebhookEndpoint.from_mapping(
+            {"url": "https://x.example/in", "secret": SECRET, "events": "purged"}, index=2
+        )
+
+
 async def test_send_test_reaches_the_receiver_signed(receiver: Receiver) -> None:
     status, line = await send_test(WebhookEndpoint("test", receiver.url, SECRET))
 

@@ -17,7 +17,7 @@ import datetime
 import hashlib
 import json
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._keys import validate_name
@@ -36,7 +36,29 @@ def _check_url(url: object) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"webhook url {url!r} must be an http:// or https:// URL with a host")
+    try:
+        port_ok = parts.port != 0  # None without a port; raises for text or past 65535
+    except ValueError:
+        port_ok = False
+    if not port_ok:
+        raise ValueError(f"webhook url {url!r} has a port that is not a number from 1 to 65535")
     return url
+
+
+def _check_events(events: object) -> frozenset[str]:
+    """``events`` as a set of event names. A str is refused: iterable too, "purged" would
+    be read as the events 'p', 'u', 'r', ..."""
+    if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
+        raise TypeError(
+            f"webhook events must be a collection of event names, not {type(events).__name__}"
+        )
+    chosen = frozenset(events)
+    unknown = chosen - EVENTS
+    if unknown or not chosen:
+        raise ValueError(
+            f"webhook events must be some of {sorted(EVENTS)}, got {sorted(unknown, key=str)}"
+        )
+    return chosen
 
 
 def _check_secret(secret: object) -> str:
@@ -72,13 +94,7 @@ class WebhookEndpoint:
         validate_name(self.name, "webhook name")
         _check_url(self.url)
         _check_secret(self.secret)
-        events = frozenset(self.events)
-        unknown = events - EVENTS
-        if unknown or not events:
-            raise ValueError(
-                f"webhook events must be some of {sorted(EVENTS)}, got {sorted(unknown)}"
-            )
-        object.__setattr__(self, "events", events)
+        object.__setattr__(self, "events", _check_events(self.events))
 
     @property
     def group(self) -> str:
@@ -96,7 +112,7 @@ class WebhookEndpoint:
         try:
             return cls(
                 spec.get("name", f"hook{index}"), spec.get("url"), spec.get("secret"),  # type: ignore[arg-type]
-                frozenset(spec.get("events", DEFAULT_EVENTS)),
+                spec.get("events", DEFAULT_EVENTS),
             )  # fmt: skip
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"webhooks[{index}]: {exc}") from None
