@@ -72,6 +72,7 @@ async def test_adding_an_existing_job_id_returns_it_and_writes_nothing(queue: Qu
     ("name", "data", "options", "error", "fragment"),
     [
         ("", {}, {}, ValueError, "job name"),
+        ("n" * 1001, {}, {}, ValueError, "job name is 1001 characters long, over the limit"),
         ("n", {"when": object()}, {}, TypeError, "data['when']"),
         ("n", {"a": [1, {2, 3}]}, {}, TypeError, "data['a'][1]"),
         ("n", {1: "x"}, {}, TypeError, "key 1"),

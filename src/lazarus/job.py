@@ -35,6 +35,9 @@ MAX_DURATION_MS = 10**13
 MAX_ATTEMPTS = 2**31 - 1
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # the last millisecond of the year 9999
 MAX_COUNT = 2**53  # a count to keep: every one of them is exact as a Lua number
+# A job's name is a label: stored in its hash, in each dead letter index of it and its values,
+# and shown on every surface. The HTTP API filters by names of up to this length.
+MAX_JOB_NAME_LENGTH = 1_000
 _BACKOFF_TYPES = ("fixed", "exponential")
 
 

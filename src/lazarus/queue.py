@@ -46,7 +46,7 @@ from .dead_letter import DeadLetterMixin
 from .dead_letter.filters import LIVE_STATUSES
 from .dead_letter.lifecycle import settle_replay
 from .errors import ErrorCode, RedisUnavailableError, error_for_code
-from .job import Job, JobOptions, JobState, fields_from_reply
+from .job import MAX_JOB_NAME_LENGTH, Job, JobOptions, JobState, fields_from_reply
 from .retry import RetryMixin
 from .schema import PayloadSchema, Schema
 
@@ -114,6 +114,9 @@ class Queue(
         """Validate one job and build its script arguments; raises before any write."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"job name must be a non-empty str, got {name!r}")
+        if len(name) > MAX_JOB_NAME_LENGTH:
+            limit = MAX_JOB_NAME_LENGTH
+            raise ValueError(f"job name is {len(name)} characters long, over the limit of {limit}")
         if has_lone_surrogate(name):
             raise ValueError(f"job name {name!r} has a lone surrogate, which UTF-8 cannot encode")
         unknown = set(options) - _ADD_KEYS
