@@ -250,3 +250,49 @@ async def test_an_idle_worker_closes_while_redis_refuses_writes(
         # Then close() returns, without waiting out the block or raising
         await asyncio.wait_for(worker.close(timeout=5), 3)
     assert not worker.running
+
+
+async def test_a_slot_that_lost_its_job_leaves_the_leases_of_its_next_run_to_renew(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    # Given a job run by one slot whose lease lapses (its event loop stalled, say), swept back
+    # by another worker, and run again by another slot of the same worker
+    releases = [asyncio.Event(), asyncio.Event()]
+    started: list[int] = []
+
+    async def run(job: Job) -> int:
+        started.append(job.attempts_started)
+        await releases[len(started) - 1].wait()
+        return len(started)
+
+    job = await queue.add("n", None)
+    worker = make_worker(run, concurrency=3, lock_duration=1000, stalled_interval=300,
+                         claim_ahead=False)  # fmt: skip
+    await wait_until(lambda: _at_least(started, 1), message="the first run")
+    await raw.zadd(queue.keys.leases, {job.id: 0})
+    sweep = _scripts.load("sweep_stalled")
+    await sweep(raw, [*queue.keys.group, queue.keys.failed],
+                [now_ms(), 1, queue.max_events, queue.name, "", 100, 0, 4000])  # fmt: skip
+    await wait_until(lambda: _at_least(started, 2), message="the second run")
+    leased = await raw.zscore(queue.keys.leases, job.id)
+
+    # When the first run ends (its outcome refused: the job is the second run's now)
+    releases[0].set()
+
+    # Then the second run's lease is renewed still, and the job runs twice only, completed
+    async def renewed() -> bool:
+        return (await raw.zscore(queue.keys.leases, job.id) or 0) > (leased or 0)
+
+    await wait_until(renewed, message="the second run's lease renewed")
+    releases[1].set()
+    await wait_until(lambda: _state_is(queue, job.id, "completed"), message="completed")
+    assert started == [1, 2]
+    await worker.close()
+
+
+async def _at_least(started: list[int], count: int) -> bool:
+    return len(started) >= count
+
+
+async def _state_is(queue: Queue, job_id: str, state: str) -> bool:
+    return await queue.get_job_state(job_id) == state

@@ -64,6 +64,12 @@ class SlotRunner:
         """What the jobs this worker runs use to report progress and logs."""
         return JobHandle(self.ctx.client, self.ctx.keys, self.ctx.max_events)
 
+    def unhold(self, claimed: ClaimedJob) -> None:
+        """Stop renewing the lease of ``claimed``: only under its own token, for the same job
+        may run in another slot meanwhile, claimed again after its lease here lapsed."""
+        if self.held.get(claimed.job.id) == claimed.token:
+            del self.held[claimed.job.id]
+
     async def work(self, claimed: ClaimedJob | None, slot: str) -> None:
         """Run jobs one after another in slot ``slot`` (which names its reply memo) while
         the outcome script hands out more; with short jobs, one job ahead (``_ahead``)."""
@@ -105,7 +111,7 @@ class SlotRunner:
         # No more renewals once the outcome is on its way: a renewal racing the outcome
         # script would find the job finished and report a lock that was not lost. If
         # recording outlasts the lease, the job stalls and runs again (at least once).
-        self.held.pop(job.id, None)
+        self.unhold(claimed)
         if isinstance(error, JobTimeoutError) and self.ctx.executor is not None:
             log.warning("worker %s: job %s timed out; its thread cannot be stopped and is "
                         "abandoned, still running", self.worker_name, job.id)  # fmt: skip
@@ -176,7 +182,7 @@ class SlotRunner:
         late, a no-op after the second), and the answer of either says the job is not this
         worker's any more."""
         job_id = claimed.job.id
-        self.held.pop(job_id, None)
+        self.unhold(claimed)
         release = _scripts.load("release_job")
         for attempt in range(HAND_BACK_ATTEMPTS):
             call = release(
