@@ -228,6 +228,36 @@ async def test_a_replay_that_completes_before_its_move_is_cleared_resolves_its_d
     assert await queue.get_job_state(new_id) == "completed"
 
 
+async def test_a_replay_removed_on_completion_resolves_its_dead_letter_in_another_slot(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue]
+) -> None:
+    # Given a dead letter, in another slot, of a job removed on completion, replayed
+    queue, dlq = pair
+    await queue.add("n", {"v": 4}, remove_on_complete=True)
+    dl_id = (await first_dead_letter(client, cprefix))[1]
+    new_id = await dlq.replay_dead_letter(dl_id)
+
+    # When a worker completes the replayed job (which goes at once)
+    async def succeed(job: Job) -> str:
+        return "fixed"
+
+    worker = Worker("jobs", succeed, connection=client, prefix=cprefix,
+                    dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+
+    # Then its dead letter is resolved, not taken for removed and sent back to pending
+    async def settled() -> bool:
+        letter = await dlq.peek_dead_letter(dl_id)
+        return letter is not None and letter.dead_letter is not None \
+            and letter.dead_letter.status != "processing"  # fmt: skip
+
+    await wait_until(settled, 10, "the dead letter settled")
+    await worker.close()
+    letter = await dlq.peek_dead_letter(dl_id)
+    assert letter is not None and letter.dead_letter is not None
+    assert letter.dead_letter.status == "resolved"
+    assert await queue.get_job_state(new_id) == "unknown"
+
+
 async def test_a_replay_on_its_way_back_to_the_dead_letter_queue_is_not_settled_as_removed(
     client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue], monkeypatch: Any
 ) -> None:

@@ -209,10 +209,17 @@ async def resolve(
     client: Client, dlq: QueueKeys, dl_id: str, queue: QueueKeys, job_id: str, max_events: int
 ) -> None:
     """The replayed job ``job_id`` of ``queue`` completed: resolve its dead letter, in another
-    slot. A failure is logged, not raised: the job is done, and the dead letter is settled by
-    a later sweep (a worker's stall sweep settles a sample of processing dead letters)."""
+    slot. The worker knows the job completed, so the dead letter is resolved directly, not by
+    reading the job's fate: a job removed on completion would read as removed, and its dead
+    letter go back to pending, to run again. A failure is logged, not raised: the job is done,
+    and the dead letter is settled by a later sweep (a worker's stall sweep settles a sample
+    of processing dead letters)."""
+    to, note = _NOTES["completed"]
     try:
-        await settle(client, dlq, [(dl_id, job_id, queue)], max_events)
+        await _scripts.load("settle_moved")(
+            client, [dlq.dl, dlq.events, dlq.job(dl_id)], [now_ms(), max_events, dl_id, job_id,
+                                                          to, note],
+        )  # fmt: skip
     except Exception as exc:
         log.warning("dead letter %s of %s: resolving it is left to a sweep (%s)", dl_id,
                     dlq.queue, exc)  # fmt: skip
