@@ -258,6 +258,51 @@ async def test_a_replay_removed_on_completion_resolves_its_dead_letter_in_anothe
     assert await queue.get_job_state(new_id) == "unknown"
 
 
+async def test_the_next_job_is_renewed_while_a_move_to_another_slot_is_slow(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue], monkeypatch: Any
+) -> None:
+    # Given a job that fails for good and one after it, and a worker with 600 ms leases whose
+    # moves to the dead letter queue's slot do not get their second step through
+    queue, _ = pair
+    first, after = await queue.add_bulk([{"name": "n", "data": i} for i in range(2)])
+    stuck = asyncio.Event()
+
+    async def never_arrives(*args: Any) -> Any:
+        stuck.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(_moves, "arrive", never_arrives)
+    release = asyncio.Event()
+
+    async def run(job: Job) -> str:
+        if job.id == first.id:
+            raise UnrecoverableError("bad payload")
+        await release.wait()  # longer than a lease: it must be renewed
+        return "done"
+
+    worker = Worker("jobs", run, connection=client, prefix=cprefix, concurrency=1,
+                    lock_duration=600, dead_letter_queue="jobs-dlq", block_timeout=0.2)  # fmt: skip
+
+    # When the first is dead-lettered (its outcome claiming the next) and the move hangs
+    await asyncio.wait_for(stuck.wait(), 10)
+    leased = await client.zscore(queue.keys.leases, after.id)
+
+    # Then the next job runs, its lease renewed all the same, and it completes once
+    async def renewed() -> bool:
+        return (await client.zscore(queue.keys.leases, after.id) or 0) > (leased or 0)
+
+    await wait_until(renewed, 10, "the next job's lease renewed")
+    release.set()
+    await wait_until(lambda: _completed(queue, after.id), 10, "the next job completed")
+    await worker.close()
+    stored = await queue.get_job(after.id)
+    assert stored is not None and stored.attempts_started == 1
+
+
+async def _completed(queue: Queue, job_id: str) -> bool:
+    return await queue.get_job_state(job_id) == "completed"
+
+
 async def test_a_replay_on_its_way_back_to_the_dead_letter_queue_is_not_settled_as_removed(
     client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue], monkeypatch: Any
 ) -> None:

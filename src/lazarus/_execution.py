@@ -209,7 +209,7 @@ async def finish(
             )  # fmt: skip
             if across is not None and int(reply[0]) == 0:
                 await _moves.resolve(ctx.client, across, job.replay_of or "", ctx.keys, job.id,
-                                     ctx.max_events)  # fmt: skip
+                                     ctx.max_events, _moves_within(ctx))  # fmt: skip
             return _next(ctx, job, reply, Outcome("completed", result=result))
     return await _fail(ctx, claimed, error, now, tail, memo)
 
@@ -264,7 +264,7 @@ async def _fail(
             *tail]  # fmt: skip
     if _moves.crosses(ctx.client, ctx.keys, dlq):  # another cluster slot: two steps
         reply = await _moves.dead_letter(
-            ctx.client, ctx.keys, dlq, job_keys, memo, args, ctx.max_events
+            ctx.client, ctx.keys, dlq, job_keys, memo, args, ctx.max_events, _moves_within(ctx)
         )
     else:
         reply = await _scripts.load("dead_letter_job")(
@@ -274,6 +274,12 @@ async def _fail(
     # then the events stream names the new dead letter).
     holder = job.replay_of if record is not None and job.replay_of else dl_id
     return _next(ctx, job, reply, Outcome("dead_lettered", error=error, dead_letter_id=holder))
+
+
+def _moves_within(ctx: ExecutionContext) -> float:
+    """Seconds the steps of a move to another cluster slot may take after an outcome: a third
+    of the lease of the job the outcome claimed next, which is renewed only once they end."""
+    return ctx.lock_ms / 3000
 
 
 def _replay_record(ctx: ExecutionContext, job: Job) -> QueueKeys | None:

@@ -21,6 +21,7 @@ move is harmless: the job is in exactly one place, never none.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -58,20 +59,23 @@ async def dead_letter(
     memo: str,
     args: Sequence[Any],
     max_events: int,
+    within: float | None = None,
 ) -> Any:
     """Dead-letter a job into ``target``, in another slot: step 1 (``dead_letter_out``, whose
     keys are the job's ``keys`` then the memo, its arguments those of ``dead_letter_job``),
-    then steps 2 and 3. Returns step 1's reply. A failure after step 1 is logged, not
-    raised: the job has left its queue, and the next sweep finishes the move."""
+    then steps 2 and 3, for at most ``within`` seconds. Returns step 1's reply. A failure (or
+    a timeout) after step 1 is logged, not raised: the job has left its queue, and the next
+    sweep finishes the move. The bound matters: step 1 may have claimed the slot's next job,
+    whose lease nothing renews until this returns."""
     reply = await _scripts.load("dead_letter_out")(client, [*keys, source.moves, memo], args)
     if int(reply[0]) == 0:
         move_id = str(args[10])
         try:
-            await finish(client, source, move_id, max_events)
+            await asyncio.wait_for(finish(client, source, move_id, max_events), within)
         except Exception as exc:
             log.warning(
                 "queue %s: dead letter %s of %s is on its way; a sweep will finish the move (%s)",
-                source.queue, move_id, target.queue, exc,
+                source.queue, move_id, target.queue, str(exc) or type(exc).__name__,
             )  # fmt: skip
     return reply
 
@@ -206,20 +210,23 @@ async def settle(
 
 
 async def resolve(
-    client: Client, dlq: QueueKeys, dl_id: str, queue: QueueKeys, job_id: str, max_events: int
-) -> None:
+    client: Client, dlq: QueueKeys, dl_id: str, queue: QueueKeys, job_id: str, max_events: int,
+    within: float | None = None,
+) -> None:  # fmt: skip
     """The replayed job ``job_id`` of ``queue`` completed: resolve its dead letter, in another
     slot. The worker knows the job completed, so the dead letter is resolved directly, not by
     reading the job's fate: a job removed on completion would read as removed, and its dead
     letter go back to pending, to run again. A failure is logged, not raised: the job is done,
     and the dead letter is settled by a later sweep (a worker's stall sweep settles a sample
-    of processing dead letters)."""
+    of processing dead letters). It waits at most ``within`` seconds, for the same reason as
+    :func:`dead_letter`."""
     to, note = _NOTES["completed"]
+    settling = _scripts.load("settle_moved")(
+        client, [dlq.dl, dlq.events, dlq.job(dl_id)], [now_ms(), max_events, dl_id, job_id, to,
+                                                      note],
+    )  # fmt: skip
     try:
-        await _scripts.load("settle_moved")(
-            client, [dlq.dl, dlq.events, dlq.job(dl_id)], [now_ms(), max_events, dl_id, job_id,
-                                                          to, note],
-        )  # fmt: skip
+        await asyncio.wait_for(settling, within)
     except Exception as exc:
         log.warning("dead letter %s of %s: resolving it is left to a sweep (%s)", dl_id,
-                    dlq.queue, exc)  # fmt: skip
+                    dlq.queue, str(exc) or type(exc).__name__)  # fmt: skip
