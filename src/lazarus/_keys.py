@@ -279,6 +279,11 @@ class QueueKeys:
         """Present while something drains the outbox; scripts append only then."""
         return self.base + "dl:x:on"
 
+    def dl_outbox_copied(self, group: str) -> str:
+        """Present once consumer group ``group`` has copied the dead letters that predate its
+        outbox entries (the record's one-time copy)."""
+        return self.base + "dl:x:copied:" + group
+
     def dl_webhook_schedule(self, endpoint: str) -> str:
         """Webhook endpoint ``endpoint``'s retries: outbox entry id -> attempts and next try."""
         return self.base + "dl:wh:s:" + endpoint

@@ -4,6 +4,7 @@ on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -153,6 +154,69 @@ async def test_dead_letters_held_before_the_outbox_was_enabled_are_copied_once(
 
     # Then both are in the record
     assert sorted(r["id"] for r in await rows(db)) == sorted(j.id for j in jobs)
+
+
+class _FailsOnce:
+    """A database whose first write fails (a brief outage), then the real one."""
+
+    def __init__(self, db: Database) -> None:
+        self.db, self.failures = db, 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+    async def run(self, statements: Any) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("the database is briefly unavailable")
+        return await self.db.run(statements)
+
+
+async def test_a_copy_of_earlier_dead_letters_cut_short_is_done_again_by_the_next_step(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, db: Database, raw: aioredis.Redis,
+    prefix: str,
+) -> None:  # fmt: skip
+    # Given five dead letters made while no record was configured, and a database whose
+    # first write fails
+    await raw.sadd(QueueKeys(prefix, dlq.name).dead_letter_registry, dlq.name)
+    jobs = await dead_letter(make_worker, queue, dlq, [("a", i) for i in range(5)])
+    exporter = RecordExporter(raw, _FailsOnce(db), prefix=prefix, batch=2)  # type: ignore[arg-type]
+
+    # When the exporter's first step fails in the copy, and it goes on
+    with pytest.raises(ConnectionError):
+        await exporter.step()
+    await drain(exporter)
+
+    # Then every one of them is in the record all the same
+    assert sorted(r["id"] for r in await rows(db)) == sorted(j.id for j in jobs)
+
+
+async def test_the_copy_of_earlier_dead_letters_misses_none_when_others_leave_meanwhile(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, db: Database, raw: aioredis.Redis,
+    prefix: str,
+) -> None:  # fmt: skip
+    # Given six dead letters made while no record was configured, copied two at a time, and
+    # the oldest purged right after the first two are copied
+    await raw.sadd(QueueKeys(prefix, dlq.name).dead_letter_registry, dlq.name)
+    jobs = await dead_letter(make_worker, queue, dlq, [("a", i) for i in range(6)])
+    oldest = (await dlq.get_dead_letter_jobs(0, -1))[-1].id  # newest first
+
+    class PurgeAfterFirst(_FailsOnce):
+        async def run(self, statements: Any) -> Any:
+            done = await self.db.run(statements)
+            if self.failures:
+                self.failures -= 1
+                await dlq.purge_dead_letter(oldest)
+            return done
+
+    exporter = RecordExporter(raw, PurgeAfterFirst(db), prefix=prefix, batch=2)  # type: ignore[arg-type]
+
+    # When the exporter copies them
+    await drain(exporter)
+
+    # Then every one that stayed is in the record: none was skipped by the shift
+    recorded = {r["id"] for r in await rows(db)}
+    assert {j.id for j in jobs} - {oldest} <= recorded
 
 
 async def test_forgetting_the_last_drainer_switches_the_outbox_off_and_deletes_it(

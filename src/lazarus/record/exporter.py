@@ -60,8 +60,12 @@ class RecordExporter:
         queues = await self.outbox.dead_letter_queues()
         for queue in queues:
             if queue not in self._enabled:
-                if await self.outbox.enable(queue):
+                await self.outbox.enable(queue)
+                # Until a copy is complete (one cut short by an error or a kill is done again:
+                # the copy is idempotent, position 0 losing to any outbox entry).
+                if not await self.outbox.copied(queue):
                     await self._copy_existing(queue)
+                    await self.outbox.mark_copied(queue)
                 self._enabled.add(queue)
         return queues
 
@@ -104,20 +108,29 @@ class RecordExporter:
         statuses: Any = await self.redis.zrange(keys.dl_values("s"), 0, -1)
         # Each keeps its place among the arrivals: its store score, dead-lettered at (ms) *
         # 1000 + a sequence, read as a stream position.
+        # Read by score, not by rank: a dead letter leaving the index meanwhile (replayed,
+        # purged) would shift the ranks, and the next page skip one that did not change.
         for index in [keys.dl_index("s", str(status)) for status in statuses]:
-            start = 0
+            bound: float | str = "-inf"
+            at_bound: set[str] = set()  # the ids read already whose score is `bound`
             while True:
-                found: Any = await self.redis.zrange(
-                    index, start, start + self.batch - 1, withscores=True
-                )
-                if not found:
+                found: Any = await self.redis.zrangebyscore(
+                    index, bound, "+inf", start=0, num=self.batch + len(at_bound),
+                    withscores=True,
+                )  # fmt: skip
+                fresh = [(i, score) for i, score in found
+                         if not (score == bound and str(i) in at_bound)]  # fmt: skip
+                if not fresh:
                     break
-                start += len(found)
+                top = fresh[-1][1]
+                if top != bound:
+                    bound, at_bound = top, set()
+                at_bound |= {str(i) for i, score in fresh if score == top}
                 now = int(time.time() * 1000)
                 entries = [
                     OutboxEntry(queue, "0-0", "recorded", str(i), now, "", {},
                                 arrival=f"{int(score) // 1000}-{int(score) % 1000}")
-                    for i, score in found
+                    for i, score in fresh
                 ]  # fmt: skip
                 await self.apply(entries)
 

@@ -121,11 +121,20 @@ class Outbox:
         await self.redis.set(keys.dl_outbox_enabled, "1")
         return created
 
+    async def copied(self, queue: str) -> bool:
+        """Whether this group copied ``queue``'s dead letters that predate the outbox."""
+        return bool(await self.redis.exists(self.keys(queue).dl_outbox_copied(self.group)))
+
+    async def mark_copied(self, queue: str) -> None:
+        """Note that this group's copy of ``queue``'s earlier dead letters is complete."""
+        await self.redis.set(self.keys(queue).dl_outbox_copied(self.group), "1")
+
     async def forget(self, queue: str) -> None:
         """Drop this group from ``queue``'s outbox (a drainer retired for good, whose
         unacknowledged entries would otherwise be kept forever); when no group is left, switch
         the outbox off and delete it."""
         keys = self.keys(queue)
+        await self.redis.delete(keys.dl_outbox_copied(self.group))
         if await self.redis.exists(keys.dl_outbox):
             await self.redis.xgroup_destroy(keys.dl_outbox, self.group)
             groups: Any = await self.redis.xinfo_groups(keys.dl_outbox)
