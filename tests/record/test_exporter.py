@@ -15,6 +15,7 @@ from lazarus.record.database import Database, open_database
 from lazarus.record.exporter import RecordExporter
 from lazarus.record.outbox import Outbox
 
+from ..conftest import wait_until
 from .helpers import dead_letter
 
 MakeWorker = Callable[..., Worker]
@@ -115,6 +116,35 @@ async def test_replay_and_purge_are_applied_in_order_and_keep_the_row(
         ("processing", "processing"),
     ]
     assert await events(db, second.id) == [("dead-lettered", "pending"), ("purged", "purged")]
+
+
+async def test_each_event_keeps_the_status_its_change_entered_when_applied_late(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
+    raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given a dead letter, replayed, whose replay completed, all before the exporter drains
+    await raw.sadd(QueueKeys(prefix, dlq.name).dead_letter_registry, dlq.name)
+    await exporter.enable()
+    [letter] = await dead_letter(make_worker, queue, dlq, [("a", 1)])
+    await dlq.replay_dead_letter(letter.id)
+    worker = make_worker(lambda j: "fixed", queue.name)
+
+    async def resolved() -> bool:
+        peeked = await dlq.peek_dead_letter(letter.id)
+        return peeked is not None and peeked.dead_letter is not None \
+            and peeked.dead_letter.status == "resolved"  # fmt: skip
+
+    await wait_until(resolved, message="the replay resolved")
+    await worker.close()
+
+    # When the exporter drains the three changes at once
+    await drain(exporter)
+
+    # Then each event row has the status its change entered, and the row the newest
+    assert await events(db, letter.id) == [
+        ("dead-lettered", "pending"), ("processing", "processing"), ("resolved", "resolved"),
+    ]  # fmt: skip
+    assert {r["id"]: r["status"] for r in await rows(db)}[letter.id] == "resolved"
 
 
 async def test_a_change_applied_again_or_late_leaves_the_row_as_the_newest_change_made_it(

@@ -58,9 +58,12 @@ def statements(entry: OutboxEntry, live: Mapping[str, str] | None) -> list[State
     if not entry.snapshot and live is not None:
         status = live.get("dlq:status") or status
     at = from_ms(entry.at)
+    # The event row keeps the status this change entered; the dead letter's row, applied
+    # only when the change is its newest, the status it has now.
     result: list[Statement] = [
-        (_EVENT, (entry.id, entry.sort_key, entry.queue, entry.event, status or "", at))
-    ]
+        (_EVENT, (entry.id, entry.sort_key, entry.queue, entry.event, entry.status or status or "",
+                  at))
+    ]  # fmt: skip
     if fields and fields.get("dlq:sourceQueue") is not None:
         row = dead_letter_row(entry, fields, status)
         result.append((_UPSERT, [row[c] for c in COLUMNS]))

@@ -69,7 +69,8 @@ def summary(entry: OutboxEntry, h: Mapping[str, str], *, link_base: str | None) 
         "failedReason": h.get("dlq:failedReason"),
         "errorType": h.get("dlq:errorType"),
         "reason": h.get("dlq:reason"),
-        "status": entry.status if entry.snapshot else h.get("dlq:status", entry.status),
+        # The status this change entered, not the one the dead letter has by delivery time.
+        "status": entry.status or h.get("dlq:status", ""),
         "attemptsMade": int(h.get("dlq:attemptsMade") or 0),
         "deadLetteredAt": at.isoformat().replace("+00:00", "Z") if at else None,
         "link": (link_base.rstrip("/") + path) if link_base else path,
