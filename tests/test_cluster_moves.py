@@ -229,13 +229,21 @@ async def test_a_replay_that_completes_before_its_move_is_cleared_resolves_its_d
 
 
 async def test_a_replay_removed_on_completion_resolves_its_dead_letter_in_another_slot(
-    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue]
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue], monkeypatch: Any
 ) -> None:
-    # Given a dead letter, in another slot, of a job removed on completion, replayed
+    # Given a dead letter, in another slot, of a job removed on completion, replayed; and a
+    # worker's sweep that settles it between the job's completion and its resolution
     queue, dlq = pair
     await queue.add("n", {"v": 4}, remove_on_complete=True)
     dl_id = (await first_dead_letter(client, cprefix))[1]
     new_id = await dlq.replay_dead_letter(dl_id)
+    resolve = _moves.resolve
+
+    async def swept_first(*args: Any) -> bool:
+        await _moves.settle(client, dlq.keys, [(dl_id, new_id, queue.keys)], 1000)
+        return await resolve(*args)
+
+    monkeypatch.setattr(_moves, "resolve", swept_first)
 
     # When a worker completes the replayed job (which goes at once)
     async def succeed(job: Job) -> str:

@@ -199,6 +199,12 @@ async def finish(
             record = _replay_record(ctx, job)
             across = record if record and _moves.crosses(ctx.client, ctx.keys, record) else None
             record = None if across else record  # in another cluster slot: settled below
+            # A replay whose dead letter is in another slot stays in `completed` until that is
+            # resolved, even if removed on completion: a sweep settling the dead letter
+            # meanwhile reads the job's fate there, and a job gone reads as removed.
+            remove_after = across is not None and policy[2] == 1
+            if remove_after:
+                policy = [policy[0], policy[1], 0]
             record_keys = [] if record is None else [record.dl, record.events,
                                                      record.job(job.replay_of or "")]  # fmt: skip
             reply = await _scripts.load("complete_job")(
@@ -208,8 +214,17 @@ async def finish(
                  job.replay_of if record else ""],
             )  # fmt: skip
             if across is not None and int(reply[0]) == 0:
-                await _moves.resolve(ctx.client, across, job.replay_of or "", ctx.keys, job.id,
-                                     ctx.max_events, _moves_within(ctx))  # fmt: skip
+                settled = await _moves.resolve(
+                    ctx.client,
+                    across,
+                    job.replay_of or "",
+                    ctx.keys,
+                    job.id,
+                    ctx.max_events,
+                    _moves_within(ctx),
+                )
+                if settled and remove_after:
+                    await _moves.remove_completed(ctx.client, ctx.keys, job.id, ctx.max_events)
             return _next(ctx, job, reply, Outcome("completed", result=result))
     return await _fail(ctx, claimed, error, now, tail, memo)
 

@@ -212,7 +212,7 @@ async def settle(
 async def resolve(
     client: Client, dlq: QueueKeys, dl_id: str, queue: QueueKeys, job_id: str, max_events: int,
     within: float | None = None,
-) -> None:  # fmt: skip
+) -> bool:  # fmt: skip
     """The replayed job ``job_id`` of ``queue`` completed: resolve its dead letter, in another
     slot. The worker knows the job completed, so the dead letter is resolved directly, not by
     reading the job's fate: a job removed on completion would read as removed, and its dead
@@ -230,3 +230,19 @@ async def resolve(
     except Exception as exc:
         log.warning("dead letter %s of %s: resolving it is left to a sweep (%s)", dl_id,
                     dlq.queue, str(exc) or type(exc).__name__)  # fmt: skip
+        return False
+    return True
+
+
+async def remove_completed(client: Client, queue: QueueKeys, job_id: str, max_events: int) -> None:
+    """Remove the completed replay ``job_id`` once its dead letter, in another slot, is
+    resolved (it was kept for that, though removed on completion). A failure is logged: the
+    job stays completed, as if kept."""
+    try:
+        await _scripts.load("remove_job")(
+            client, [*queue.group, queue.completed, queue.failed, queue.job(job_id)],
+            [job_id, max_events, ""],
+        )  # fmt: skip
+    except Exception as exc:
+        log.warning("queue %s: completed job %s stays (%s)", queue.queue, job_id,
+                    str(exc) or type(exc).__name__)  # fmt: skip
