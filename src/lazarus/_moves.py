@@ -32,6 +32,7 @@ from redis.asyncio.cluster import RedisCluster
 from . import _scripts
 from ._connection import Client, now_ms
 from ._keys import QueueKeys
+from .errors import ErrorCode
 
 log = logging.getLogger("lazarus.moves")
 
@@ -91,9 +92,11 @@ async def finish(client: Client, source: QueueKeys, move_id: str, max_events: in
     return True
 
 
-async def arrive(client: Client, prefix: str, raw: str, max_events: int) -> tuple[str, bool]:
+async def arrive(client: Client, prefix: str, raw: str, max_events: int) -> tuple[str | int, bool]:
     """Step 2: add the move ``raw`` (JSON) to its target; returns the dead letter's id and
-    whether this call added it (a replay: the state its new job entered, and True)."""
+    whether this call added it (a replay: the state its new job entered, and True; or -5
+    JOB_EXISTS and False when another job holds its id, the dead letter sent back to
+    ``pending``)."""
     move = json.loads(raw)
     target = QueueKeys(prefix, move["target"])
     if move.get("kind") == "replay":
@@ -101,6 +104,15 @@ async def arrive(client: Client, prefix: str, raw: str, max_events: int) -> tupl
             client, [*target.group, target.job(move["id"]), target.moves_in],
             [raw, now_ms(), max_events],
         )  # fmt: skip
+        if isinstance(state, int) and state == ErrorCode.JOB_EXISTS:
+            # Another job holds the id: the dead letter, processing since step 1, goes back.
+            dlq = QueueKeys(prefix, move["source"])
+            await _scripts.load("settle_moved")(
+                client, [dlq.dl, dlq.events, dlq.job(move["fields"]["replayOf"])],
+                [now_ms(), max_events, move["fields"]["replayOf"], move["id"], "pending",
+                 "another job holds the replayed job's id"],
+            )  # fmt: skip
+            return ErrorCode.JOB_EXISTS, False
         return str(state), True
     keys = [target.dl, target.marker, target.events, target.meta, target.job(move["dl"]),
             target.moves_in]  # fmt: skip

@@ -22,7 +22,8 @@
   ARGV[2]  now
   ARGV[3]  maxlen
 
-  Returns: the state the new job entered (its state now, when an earlier call added it).
+  Returns: the state the new job entered (its state now, when an earlier call added it), or
+           -5 JOB_EXISTS when another job holds the new job's id (nothing written).
   Events:  waiting | delayed (jobId)
 ]]
 -- @include events
@@ -40,6 +41,9 @@ if redis.call('ZSCORE', KEYS[12], mv['move']) then
   if redis.call('ZSCORE', q.prioritized, id) then return 'prioritized' end
   return 'waiting'
 end
+-- The new job's id is another job's (an id the caller chose): nothing is added, and the
+-- caller sends the dead letter back to what it was.
+if redis.call('EXISTS', KEYS[11]) == 1 then return -5 end
 redis.call('ZADD', KEYS[12], now, mv['move'])
 redis.call('ZREMRANGEBYSCORE', KEYS[12], '-inf', now - KEEP_MS)
 local priority, delay = tonumber(f['priority']) or 0, tonumber(f['delay']) or 0
