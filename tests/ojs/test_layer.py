@@ -115,6 +115,28 @@ async def test_a_job_a_remote_worker_abandons_is_recovered(
     assert (await state_of(client, job_id))["state"] == "completed"
 
 
+@pytest.mark.parametrize("requeue", [False, True], ids=["fail", "requeue"])
+async def test_a_nack_from_a_worker_that_does_not_hold_the_job_is_refused(
+    client: httpx.AsyncClient, requeue: bool
+) -> None:
+    # Given a job fetched by one worker
+    job_id = await enqueue(client)
+    assert [j["id"] for j in await fetch(client, "holder")] == [job_id]
+
+    # When another worker NACKs it
+    error = {"code": "handler_error", "message": "not mine"}
+    other = await client.post("/ojs/v1/workers/nack", json={
+        "job_id": job_id, "worker_id": "stranger", "error": error, "requeue": requeue,
+    })  # fmt: skip
+
+    # Then it is refused, and the job stays active with the worker that holds it
+    assert other.status_code == 409, other.text
+    assert other.json()["error"]["code"] == "conflict"
+    assert (await state_of(client, job_id))["state"] == "active"
+    ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "holder"})
+    assert ack.status_code == 200
+
+
 async def test_an_attempt_past_its_timeout_fails_and_is_retried(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:

@@ -213,9 +213,8 @@ async def fail(request: Request, backend: OjsBackend) -> Response:
     body = _object(await json_body(request))
     job_id = _job_id(body.get("job_id"))
     storable(body.get("error"), "error")  # kept in the job's error history, shown on reads
-    return ojs_json(
-        await nack.nack(backend, job_id, body.get("error"), body.get("requeue") is True)
-    )
+    requeue = body.get("requeue") is True
+    return ojs_json(await nack.nack(backend, job_id, body.get("error"), requeue, _worker_id(body)))
 
 
 @router.post("/v1/workers/heartbeat", dependencies=_AUTH)
