@@ -106,12 +106,9 @@ async def arrive(client: Client, prefix: str, raw: str, max_events: int) -> tupl
         )  # fmt: skip
         if isinstance(state, int) and state == ErrorCode.JOB_EXISTS:
             # Another job holds the id: the dead letter, processing since step 1, goes back.
-            dlq = QueueKeys(prefix, move["source"])
-            await _scripts.load("settle_moved")(
-                client, [dlq.dl, dlq.events, dlq.job(move["fields"]["replayOf"])],
-                [now_ms(), max_events, move["fields"]["replayOf"], move["id"], "pending",
-                 "another job holds the replayed job's id"],
-            )  # fmt: skip
+            dl_id, note = move["fields"]["replayOf"], "another job holds the replayed job's id"
+            await _settle_moved(client, QueueKeys(prefix, move["source"]),
+                                [(dl_id, move["id"], "pending", note)], max_events)  # fmt: skip
             return ErrorCode.JOB_EXISTS, False
         return str(state), True
     keys = [target.dl, target.marker, target.events, target.meta, target.job(move["dl"]),
@@ -206,18 +203,27 @@ async def settle(
             pipe.zscore(target.failed, job_id)
             pipe.hexists(target.moves, IN_TRANSIT + job_id)
         found = await pipe.execute()
-    keys: list[str] = [dlq.dl, dlq.events]
-    args: list[Any] = [now_ms(), max_events]
+    settled: list[tuple[str, str, str, str]] = []
     for index, (dl_id, job_id, _target) in enumerate(items):
         replay_of, completed, failed, in_transit = found[index * 4 : index * 4 + 4]
         gone = replay_of != dl_id and not moving[index] and not in_transit
         fate = ("completed" if completed is not None else "failed" if failed is not None
                 else "removed" if gone else None)  # fmt: skip
         if fate is not None:
-            keys.append(dlq.job(dl_id))
-            args += [dl_id, job_id, *_NOTES[fate]]
-    if len(keys) == 2:
-        return 0
+            settled.append((dl_id, job_id, *_NOTES[fate]))
+    return await _settle_moved(client, dlq, settled, max_events) if settled else 0
+
+
+async def _settle_moved(
+    client: Client, dlq: QueueKeys, items: Sequence[tuple[str, str, str, str]], max_events: int
+) -> int:
+    """``settle_moved``: each ``(dead letter id, replayed job id, status, note)`` dead letter of
+    ``dlq`` still processing for that job enters the status; returns how many did."""
+    keys: list[str] = [dlq.dl, dlq.events]
+    args: list[Any] = [now_ms(), max_events]
+    for dl_id, job_id, status, note in items:
+        keys.append(dlq.job(dl_id))
+        args += [dl_id, job_id, status, note]
     return int(await _scripts.load("settle_moved")(client, keys, args))
 
 
@@ -232,11 +238,7 @@ async def resolve(
     and the dead letter is settled by a later sweep (a worker's stall sweep settles a sample
     of processing dead letters). It waits at most ``within`` seconds, for the same reason as
     :func:`dead_letter`."""
-    to, note = _NOTES["completed"]
-    settling = _scripts.load("settle_moved")(
-        client, [dlq.dl, dlq.events, dlq.job(dl_id)], [now_ms(), max_events, dl_id, job_id, to,
-                                                      note],
-    )  # fmt: skip
+    settling = _settle_moved(client, dlq, [(dl_id, job_id, *_NOTES["completed"])], max_events)
     try:
         await asyncio.wait_for(settling, within)
     except Exception as exc:
