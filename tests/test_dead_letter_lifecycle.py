@@ -246,18 +246,35 @@ async def test_removing_a_replayed_job_puts_its_dead_letter_back_to_pending(
     assert await dlq.get_dead_letter_count() == 1
 
 
-async def test_a_replayed_job_stalled_out_without_dlq_is_settled_back_to_pending(
-    queue: Queue, dlq: Queue, make_worker: MakeWorker
+@pytest.mark.parametrize("sweeper_dlq", [None, "other-dlq"])
+async def test_a_replayed_job_stalled_out_by_any_worker_goes_back_into_its_dead_letter(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, sweeper_dlq: str | None
 ) -> None:
+    # Given a replayed job whose worker died holding it
     dl_id = await one_dead_letter(queue, dlq, make_worker)
     new_id = await dlq.replay_dead_letter(dl_id)
     await claim_and_die(queue, new_id)
 
-    make_worker(succeed, lock_duration=300, stalled_interval=100, max_stalled_count=0)
-    await wait_until(lambda: failed_count(queue, 1), message="the stalled job failed")
-    assert await dlq.settle_dead_letters() == 1
+    # When a worker of its queue with no dead letter queue, or another one, sweeps it out
+    make_worker(succeed, lock_duration=300, stalled_interval=100, max_stalled_count=0,
+                dead_letter_queue=sweeper_dlq)  # fmt: skip
 
-    assert (await meta_of(dlq, dl_id)).status == "pending"
+    # Then it goes back into the dead letter it is a replay of, with the stall recorded:
+    # not into the sweeper's dead letter queue, nor failed beside a pending dead letter
+    async def back() -> bool:
+        meta = await meta_of(dlq, dl_id)
+        return meta.status == "pending" and meta.reason == "stalled"
+
+    await wait_until(back, message="the stalled replay back in its dead letter")
+    meta = await meta_of(dlq, dl_id)
+    assert meta.replay_count == 1
+    assert [a.outcome for a in meta.attempts][-1] == "stalled"
+    assert await queue.get_failed_count() == 0 and await queue.get_job(new_id) is None
+    assert await dlq.get_dead_letter_count() == 1
+    if sweeper_dlq is not None:
+        other = Queue(sweeper_dlq, connection=queue.client, prefix=queue.keys.prefix)
+        assert await other.get_dead_letter_count() == 0
+    assert await queue.client.hlen(queue.keys.moves) == 0
 
 
 async def test_a_cleaned_replayed_job_is_settled_back_to_pending(
@@ -286,10 +303,6 @@ async def test_a_worker_of_the_dlq_settles_a_cleaned_replay_on_its_own(
     await wait_until(lambda: has_status(dlq, "pending", 1), message="settled by the sweep")
 
     assert (await meta_of(dlq, dl_id)).timeline[-1].actor == "policy"
-
-
-async def failed_count(queue: Queue, count: int) -> bool:
-    return await queue.get_failed_count() == count
 
 
 async def claim_and_die(queue: Queue, job_id: str) -> None:

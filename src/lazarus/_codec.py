@@ -37,6 +37,11 @@ def _one_shot_encoder() -> Callable[[Any], str]:
 _encode = _one_shot_encoder()
 
 
+def text(value: object) -> str:
+    """A Redis reply value as text: bytes decoded as UTF-8, anything else through ``str``."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def encode(value: Any, *, field: str = "data", max_bytes: int | None = None) -> str:
     """Encode ``value`` as compact JSON.
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from . import _moves, _scripts
+from ._codec import text as _text
 from ._connection import is_cluster, now_ms
 from ._execution import ExecutionContext
 from ._scripts import CALL_BUDGET_US
@@ -81,11 +82,15 @@ class LeaseKeeper:
             # cleaned, stalled out elsewhere) are found by a bounded random sample each sweep.
             await settle_sample(ctx.client, ctx.dlq_keys, ctx.max_events, SETTLE_SAMPLE)
         while True:
-            requeued, failed, dead, more = await _scripts.load("sweep_stalled")(
+            requeued, failed, dead, more, moves = await _scripts.load("sweep_stalled")(
                 ctx.client, keys,
                 [now_ms(), self._max_stalled, ctx.max_events, ctx.keys.queue, dlq_name,
                  SWEEP_BATCH, across, CALL_BUDGET_US],
             )  # fmt: skip
+            # Replays going back to their own dead letter queue, and dead letters for one in
+            # another cluster slot: if this stops half-way, _moves.sweep below finishes them.
+            for move_id in moves:
+                await _moves.finish(ctx.client, ctx.keys, _text(move_id), ctx.max_events)
             swept = len(requeued) + len(failed) + len(dead)
             total += swept
             if swept:
@@ -98,10 +103,10 @@ class LeaseKeeper:
                 )
             if swept < SWEEP_BATCH and not int(more):
                 break
-        if is_cluster(ctx.client):  # moves out of these queues that a crash interrupted
-            await _moves.sweep(ctx.client, ctx.keys, ctx.max_events)
-            if ctx.dlq_keys is not None:  # replays back to this queue, among others
-                await _moves.sweep(ctx.client, ctx.dlq_keys, ctx.max_events)
+        # Moves out of these queues that a crash interrupted.
+        await _moves.sweep(ctx.client, ctx.keys, ctx.max_events)
+        if ctx.dlq_keys is not None and is_cluster(ctx.client):  # replays into other slots
+            await _moves.sweep(ctx.client, ctx.dlq_keys, ctx.max_events)
         return total
 
     async def run(self) -> None:

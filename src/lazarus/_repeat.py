@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from . import _scripts
+from ._codec import text as _text
 from ._connection import Client, now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_name
 from ._scripts.wait_search import call_searching_wait
@@ -249,10 +250,6 @@ class RepeatMixin:
         """Remove the schedule added with ``name``, ``repeat`` (and ``job_id``), as
         :meth:`remove_repeatable_by_key` does."""
         return await self.remove_repeatable_by_key(Repeat.parse(repeat).schedule_key(name, job_id))
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def produce_next(

@@ -13,6 +13,7 @@ import asyncio
 from typing import Any
 
 from . import _codec
+from ._codec import text as _text
 from ._progress import JobHandle
 from .errors import JobFailedError, JobNotFoundError
 from .events import QueueEvents
@@ -110,7 +111,3 @@ def _result(job_id: str, outcome: Outcome) -> Any:
         dead_letter_queue=args.get("deadLetterQueue"),
         dead_letter_id=args.get("deadLetterId"),
     )
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
 from . import _codec, _scripts, _tracing
+from ._codec import text as _text
 from ._connection import (
     CLIENT_TYPES,
     UNREACHABLE_ERRORS,
@@ -589,7 +590,3 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     return value
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

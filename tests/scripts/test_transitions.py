@@ -472,7 +472,7 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
     keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
 
     first = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
-    assert first == [["a"], [], [], 0]
+    assert first == [["a"], [], [], 0, []]
     assert await raw.lrange(k.wait, 0, -1) == ["a"]
     assert (await events(raw, k))[-2:] == [
         {"event": "stalled", "jobId": "a"},
@@ -481,7 +481,7 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
 
     await claim(raw, k)
     second = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 1, MAXLEN, "src", "src-dlq", 10])
-    assert second == [[], [], ["a"], 0]
+    assert second == [[], [], ["a"], 0, []]
     (dl_id,) = await raw.zrange(d.dl_index("s", "pending"), 0, -1)
     dl = await raw.hgetall(d.job(dl_id))
     assert dl["dlq:reason"] == "stalled"
@@ -498,7 +498,7 @@ async def test_sweep_without_a_dead_letter_queue_fails_the_job(
         raw, "sweep_stalled", [*k.group, k.failed], [NOW + 30_001, 0, MAXLEN, "src", "", 10]
     )
 
-    assert reply == [[], ["a"], [], 0]
+    assert reply == [[], ["a"], [], 0, []]
     assert await raw.zrange(k.failed, 0, -1) == ["a"]
 
 
@@ -510,7 +510,7 @@ async def test_sweep_leaves_live_leases_alone(raw: aioredis.Redis, k: QueueKeys)
         raw, "sweep_stalled", [*k.group, k.failed], [NOW + 10, 0, MAXLEN, "src", "", 10]
     )
 
-    assert reply == [[], [], [], 0]
+    assert reply == [[], [], [], 0, []]
     assert await raw.lrange(k.active, 0, -1) == ["a"]
 
 
@@ -553,10 +553,35 @@ async def test_a_sweep_run_twice_dead_letters_each_job_once(
     second = await call(raw, "sweep_stalled", keys, args)
 
     assert sorted(first[2]) == ["a", "b"]
-    assert second == [[], [], [], 0]
+    assert second == [[], [], [], 0, []]
     ids = await raw.zrange(d.dl_index("s", "pending"), 0, -1)
     assert len(set(ids)) == 2
     assert {await raw.hget(d.job(i), "dlq:originalJobId") for i in ids} == {"a", "b"}
+
+
+@pytest.mark.parametrize("own_dlq", ["src-dlq", ""])
+async def test_a_replay_of_another_dlq_stalled_out_leaves_as_a_move_to_that_dlq(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys, own_dlq: str
+) -> None:
+    # Given a replayed job of dead letter 'x' in 'home-dlq', claimed, its lease lapsed
+    await add(raw, k, "a")
+    await raw.hset(k.job("a"), mapping={"replayOf": "x", "replayDlq": "home-dlq"})
+    await claim(raw, k)
+    keys = [*k.group, k.failed, *((*d.dead_letter_group, d.job_prefix) if own_dlq else ())]
+
+    # When a sweep with another dead letter queue (or none) finds it stalled too often
+    reply = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 0, MAXLEN, "src", own_dlq, 10])
+
+    # Then it left as a move to 'home-dlq', for the caller to finish: not into the sweep's
+    # own dead letter queue, not into failed
+    requeued, failed, dead, _, (move_id,) = reply
+    assert (requeued, failed, dead) == ([], [], ["a"])
+    move = json.loads(await raw.hget(k.moves, move_id))
+    assert (move["target"], move["id"], move["reason"]) == ("home-dlq", "a", "stalled")
+    assert move["fields"]["replayOf"] == "x"
+    assert not await raw.exists(k.job("a"))
+    assert await raw.zcard(k.failed) == 0
+    assert await raw.zcard(d.dl_index("s", "pending")) == 0
 
 
 async def test_a_sweep_never_overwrites_a_dead_letter_that_has_its_id(

@@ -33,13 +33,20 @@
   ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua); ''
                             or absent for none but the limit
 
+  A replayed job stalled too often goes back to the dead letter queue its dead letter waits
+  in (the job's replayDlq), as a failing one does (_execution.py), whatever this sweep's own
+  dead letter queue, or none: when that is another queue, the job leaves as a move
+  (includes/move_out.lua, in the source queue's moves hash, derived from KEYS[10]) for the
+  caller to finish with dead_letter_in, which returns it into its dead letter.
+
   A dead letter's id is derived from the job (queue, id, attempt) and now, never taken from
   ARGV, and skips any id in use: a sweep run twice cannot give one id to two jobs or
   overwrite a dead letter. A second run sweeps only leases that expired since the first.
 
-  Returns: {requeued, failed, dead_lettered, more}: the ids of the stalled jobs by outcome
-           (moved ones count as dead-lettered), and 1 when the budget stopped the call before
-           its limit with expired leases left, else 0.
+  Returns: {requeued, failed, dead_lettered, more, moves}: the ids of the stalled jobs by
+           outcome (moved ones count as dead-lettered), 1 when the budget stopped the call
+           before its limit with expired leases left (else 0), and the ids of the moves
+           recorded, for the caller to finish (_moves.finish).
   Events:  stalled (jobId), then waiting, failed or failed + deadLettered as for the other
            transitions
   Outbox:  dead-lettered, for a job stalled too often
@@ -69,10 +76,10 @@ if budgeted then budget_start(ARGV[8]) end
 
 -- dead_letter_id(id, attempt): 28 hex digits (as new dead letter ids have) from the job and
 -- now; the first id not in use.
-local function dead_letter_id(id, attempt)
+local function dead_letter_id(id, attempt, moving)
   local seed = ARGV[4] .. '\0' .. id .. '\0' .. attempt .. '\0' .. ARGV[1]
   local dl_id, n = string.sub(redis.sha1hex(seed), 1, 28), 0
-  if across then return dl_id end  -- the target's keys are out of reach; now makes it unique
+  if moving then return dl_id end  -- the target's keys are out of reach; now makes it unique
   while redis.call('EXISTS', dlq.job_prefix .. dl_id) == 1 do
     n = n + 1
     dl_id = string.sub(redis.sha1hex(seed .. '\0' .. n), 1, 28)
@@ -80,7 +87,16 @@ local function dead_letter_id(id, attempt)
   return dl_id
 end
 
-local requeued, failed, dead = {}, {}, {}
+-- home_of(key): the dead letter queue a replayed job goes back to when that is not this
+-- sweep's own (then it moves there), else nil.
+local function home_of(key)
+  local f = redis.call('HMGET', key, 'replayOf', 'replayDlq')
+  if f[1] and f[2] and f[2] ~= '' and f[2] ~= ARGV[5] then return f[2] end
+  return nil
+end
+
+local moves_key = across and KEYS[12] or string.sub(q.job_prefix, 1, -5) .. 'moves'
+local requeued, failed, dead, moves = {}, {}, {}, {}
 local more = 0
 local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', now, 'LIMIT', 0, limit)
 for i, id in ipairs(expired) do
@@ -104,9 +120,11 @@ for i, id in ipairs(expired) do
     if stalls > max_stalled then
       local reason = 'job stalled more than allowable limit'
       record_failure(key, now, reason, 'Stalled', cjson.encode(message), record)
-      if has_dlq and across then
-        move_out(q, id, KEYS[12], dead_letter_id(id, f[2] or '0'), now, 'stalled', ARGV[4],
-          ARGV[5], maxlen)
+      local home = home_of(key)
+      if home or (has_dlq and across) then
+        local dl_id = dead_letter_id(id, f[2] or '0', true)
+        move_out(q, id, moves_key, dl_id, now, 'stalled', ARGV[4], home or ARGV[5], maxlen)
+        moves[#moves + 1] = dl_id
         dead[#dead + 1] = id
       elseif has_dlq then
         local dl_id = dead_letter_id(id, f[2] or '0')
@@ -127,4 +145,4 @@ for i, id in ipairs(expired) do
     end
   end
 end
-return {requeued, failed, dead, more}
+return {requeued, failed, dead, more, moves}

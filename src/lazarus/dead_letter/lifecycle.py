@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .. import _moves, _scripts
+from .._codec import text as _text
 from .._connection import now_ms
 from .._keys import QueueKeys, has_lone_surrogate, validate_job_id
 from ..errors import error_for_code
@@ -188,7 +189,3 @@ def _queue_keys(prefix: str, queue: object, job_id: object) -> QueueKeys | None:
         return QueueKeys(prefix, _text(queue))
     except (TypeError, ValueError):
         return None
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -8,6 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from .. import _codec
+from .._codec import text as _text
 from .._connection import reports_unavailable
 from .._keys import QueueKeys, validate_job_id, validate_queue_name
 from ..errors import JobNotFoundError, NotADeadLetterError, error_for_code
@@ -230,7 +231,3 @@ def _scope(filter: DeadLetterFilter | None) -> str:
     if isinstance(filter, DeadLetterFilter) and filter.status is not None:
         return str(filter.status)
     return ",".join(LIVE_STATUSES)
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import _scripts
+from .._codec import text as _text
 from ..job import Job
 from .filters import DeadLetterFilter
 
@@ -180,7 +181,3 @@ async def walk(
         if result.done:
             return
         position = result.position
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, cast
 
+from .._codec import text as _text
 from .._connection import now_ms
 from ..dead_letter import DeadLetterFilter
 from ..operators import Operators
@@ -215,7 +216,3 @@ class BulkOperations:
             await self._update(operation, status="failed", error=error, finished_at=now_ms())
         except Exception:  # Redis is gone too: the record stays "running" until it expires
             log.exception("could not record the failure of bulk operation %s", operation.id)
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

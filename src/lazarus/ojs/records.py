@@ -17,6 +17,7 @@ import json
 import time
 from typing import Any
 
+from .._codec import text as _text
 from .._connection import Client
 from .._keys import QueueKeys
 
@@ -117,7 +118,3 @@ class Records:
 
 def _encode(fields: dict[str, Any]) -> dict[Any, Any]:
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()}
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -10,7 +10,8 @@ import contextlib
 import logging
 from typing import Any
 
-from .. import _scripts
+from .. import _moves, _scripts
+from .._codec import text as _text
 from .._scripts import CALL_BUDGET_US
 from .backend import Backend
 from .nack import expire
@@ -71,12 +72,15 @@ class Sweeper:
         for raw in await backend.client.smembers(records.queues):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
             keys = backend.keys(name)
-            _, _, dead, _ = await _scripts.load("sweep_stalled")(
+            _, _, dead, _, moves = await _scripts.load("sweep_stalled")(
                 backend.client,
                 [*keys.group, keys.failed, *dlq.dead_letter_group, dlq.job_prefix],
                 [backend.now(), MAX_STALLED, backend.max_events, name,
                  backend.dead_letter_queue, SWEEP_BATCH, 0, CALL_BUDGET_US],
             )  # fmt: skip
+            for move_id in moves:  # a replay of another dead letter queue goes back there
+                await _moves.finish(backend.client, keys, _text(move_id), backend.max_events)
+            await _moves.sweep(backend.client, keys, backend.max_events)  # ones cut short
             if dead:  # the dead letter queue must be known to the store's global view
                 await backend.client.sadd(dlq.dead_letter_registry, backend.dead_letter_queue)
         due: list[Any] = await backend.client.zrangebyscore(records.timeouts, "-inf", backend.now())
