@@ -53,6 +53,21 @@ async def test_an_operator_name_with_a_space_is_a_usage_error_naming_the_option(
     assert await queue.get_waiting_count() == 0
 
 
+async def test_an_empty_note_is_a_usage_error_naming_the_option(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, invoke: Invoke
+) -> None:
+    # Given a dead letter
+    [dl_id] = await dead_letter(queue, make_worker, ("charge", {"n": 1}))
+
+    # When the operator flags it with an empty note
+    result = await invoke("dlq", "flag", "jobs-dlq", dl_id, "--note", "")
+
+    # Then the error names --note, and nothing changed
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--note': must be non-empty text" in result.output
+    assert await dlq.count_dead_letters(DeadLetterFilter(status="pending")) == 1
+
+
 async def test_set_status_with_expect_refuses_when_the_status_differs(
     queue: Queue, dlq: Queue, make_worker: MakeWorker, invoke: Invoke
 ) -> None:

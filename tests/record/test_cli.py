@@ -96,6 +96,20 @@ async def test_list_refuses_a_status_no_row_can_hold_naming_the_option(sqlite_ur
         assert "'pending', 'manual'" in result.output
 
 
+async def test_list_refuses_a_queue_name_no_row_can_hold_naming_the_option(
+    sqlite_url: str,
+) -> None:
+    # Given a migrated record
+    assert (await invoke("record", "migrate", "--record-url", sqlite_url)).exit_code == 0
+
+    # When the operator lists by a name that is no queue's
+    result = await invoke("record", "list", "--queue", "bad{", "--record-url", sqlite_url)
+
+    # Then it is a usage error naming --queue
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--queue'" in result.output
+
+
 async def test_webhooks_test_sends_a_signed_event_and_exits_by_the_answer() -> None:
     receiver = Receiver().start()
     try:

@@ -57,6 +57,24 @@ async def test_list_pages_newest_first_filtered_by_job_type_with_totals(
     assert (first.total, first.total_pages, len(second.rows)) == (3, 2, 1)
 
 
+@pytest.mark.parametrize(
+    ("options", "error", "named"),
+    [({"status": "lost"}, ValueError, "status must be one of pending"),
+     ({"status": "PENDING"}, ValueError, "status must be one of"),
+     ({"queue": "bad{"}, ValueError, "queue"),
+     ({"job_type": 5}, TypeError, "job_type must be a str or None")],
+)  # fmt: skip
+async def test_list_refuses_a_filter_no_row_can_match_naming_it(
+    record: Record, options: dict[str, object], error: type[Exception], named: str
+) -> None:
+    # When the record is listed by a status, queue or job type no row can hold
+    with pytest.raises(error) as raised:
+        await record.list(**options)
+
+    # Then the error names the filter (it answered an empty page)
+    assert named in str(raised.value)
+
+
 async def test_dead_letters_of_one_millisecond_list_newest_arrival_first(db: Database) -> None:
     # Given three dead letters of one millisecond whose ids sort against their arrival order,
     # then a later change of the first (its status) and a second arrival of the second

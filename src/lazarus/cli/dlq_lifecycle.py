@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..dead_letter import DeadLetterStatus
-from ..dead_letter.lifecycle import MAX_ACTOR_LENGTH, check_actor
+from ..dead_letter.lifecycle import MAX_ACTOR_LENGTH, check_actor, check_note
 from ..operators import Operators
 from ..queue import Queue
 from . import _render
@@ -60,7 +60,15 @@ def operator_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)  # fmt: skip
 
 
-NOTE_OPTION = click.option("--note", help="Why: recorded in the timeline.")
+def _check_note(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: ``value`` if it is a note, else a usage error naming ``--note``."""
+    try:
+        return None if value is None else check_note(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix("note "), ctx, param) from None
+
+
+NOTE_OPTION = click.option("--note", callback=_check_note, help="Why: recorded in the timeline.")
 
 
 def parse_payload(text: str | None) -> Any:

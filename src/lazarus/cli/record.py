@@ -12,7 +12,7 @@ import click
 
 from ..errors import LazarusError
 from ..record.queries import STATUSES
-from ._options import check_job_id, emit_json
+from ._options import check_job_id, check_queue_name, emit_json
 from ._record_options import endpoints, record_url_option, resolve_record_url, webhook_options
 from .main import PREFIX_OPTION, URL_OPTION
 
@@ -126,7 +126,13 @@ def export(
 @PREFIX_OPTION
 @click.option("--job-type", default=None, help="Only dead letters of this job name.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only dead letters with this status.")
-@click.option("--queue", "queue_name", default=None, help="Only this dead letter queue.")
+@click.option(
+    "--queue",
+    "queue_name",
+    default=None,
+    callback=check_queue_name,
+    help="Only this dead letter queue.",
+)
 @click.option("--page", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

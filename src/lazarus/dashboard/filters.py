@@ -11,12 +11,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Mapping
-from typing import get_args
 
 from ..dead_letter import DeadLetterFilter, DeadLetterStatus
-from ..job import DeadLetterReason
+from ..dead_letter.filters import REASONS
 
-REASONS: tuple[str, ...] = get_args(DeadLetterReason)
 STATUSES: tuple[str, ...] = tuple(s.value for s in DeadLetterStatus)
 LIMITS = (10, 25, 50, 100, 200)
 DEFAULT_LIMIT = 25

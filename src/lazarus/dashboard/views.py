@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..dead_letter import DeadLetterFilter
+from ..dead_letter.filters import REASONS
 from . import (
     actions,
     audit,
@@ -29,7 +30,7 @@ from . import (
     status_actions,
     webhooks,
 )
-from .filters import LIMITS, MAX_FIELD, REASONS, STATUSES, FilterForm, Where
+from .filters import LIMITS, MAX_FIELD, STATUSES, FilterForm, Where
 from .paging import Paged, Search, fetch
 from .render import rate_chart, render, segment
 from .routing import SignedInRoute, existing_queue, no_such

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .._keys import validate_queue_name
 from ..dead_letter.filters import DeadLetterStatus
 from .database import Database, as_datetime
 
@@ -33,7 +34,19 @@ class RecordPage:
         return (self.total + self.limit - 1) // self.limit
 
 
+def _check_filters(job_type: object, status: object, queue: object) -> None:
+    """Raise, naming the field, unless each filter is None or a value a row can hold."""
+    for field, value in (("job_type", job_type), ("status", status), ("queue", queue)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{field} must be a str or None, not {type(value).__name__}")
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+    if queue is not None:
+        validate_queue_name(queue, "queue")
+
+
 def _where(job_type: str | None, status: str | None, queue: str | None) -> tuple[str, list[Any]]:
+    _check_filters(job_type, status, queue)
     # Deleted dead letters are tombstones: listed only when asked for by status.
     clauses, params = ([] if status is not None else ["status <> 'deleted'"]), []
     for column, value in (("job_type", job_type), ("status", status),
