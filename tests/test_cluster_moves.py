@@ -14,6 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from lazarus import Job, Queue, UnrecoverableError, Worker, _moves, _scripts
 from lazarus._connection import connect, now_ms
+from lazarus.dead_letter import replay
 
 from .cluster import LocalCluster
 from .conftest import wait_until
@@ -336,4 +337,58 @@ async def test_a_replay_on_its_way_back_to_the_dead_letter_queue_is_not_settled_
     (again,) = await dlq.get_dead_letter_jobs()
     assert again.id == dead[0] and again.dead_letter is not None
     assert (again.dead_letter.status, again.dead_letter.replay_count) == ("pending", 1)
+    assert await client.hlen(queue.keys.moves) == 0
+
+
+async def arrived_not_cleared(client: RedisCluster, cprefix: str, monkeypatch: Any) -> str:
+    """As first_dead_letter, with a worker that dies between the second and third steps of
+    its move (the job has arrived, the move's entry is left for a sweep); the move's id."""
+    finishing: list[str] = []
+
+    async def crash(client: Any, source: Any, move_id: str, max_events: int) -> bool:
+        finishing.append(move_id)
+        raw = await client.hget(source.moves, move_id)
+        await _moves.arrive(client, source.prefix, str(raw), max_events)
+        raise ConnectionError("the process died here")
+
+    monkeypatch.setattr(_moves, "finish", crash)
+    try:
+        await first_dead_letter(client, cprefix)
+    finally:
+        monkeypatch.undo()
+    return finishing[0]
+
+
+async def test_finishing_an_old_move_keeps_the_mark_of_a_newer_move_of_the_same_job_id(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue], monkeypatch: Any
+) -> None:
+    # Given a job of 'jobs' dead-lettered into 'jobs-dlq' (another slot) by a worker that died
+    # before it cleared its move's entry (the dead letter arrived; a sweep clears the entry)
+    queue, dlq = pair
+    job = await queue.add("n", {"v": 5})
+    old_move = await arrived_not_cleared(client, cprefix, monkeypatch)
+    # And its dead letter replayed under the job's original id (as an OJS retry does)
+    await replay.replay(client, dlq.keys, 1000, "jobs", [(old_move, replay.KEEP)],
+                        new_ids=[job.id])  # fmt: skip
+    # And that job failed again, between the two steps of its move back (the job has left
+    # 'jobs', and has not reached 'jobs-dlq' yet)
+    await half_moved(client, cprefix, monkeypatch)
+    assert await client.hexists(queue.keys.moves, _moves.IN_TRANSIT + job.id)
+
+    # When the old move's entry is cleared (as a sweep does; the new move is too young for it)
+    assert await _moves.finish(client, queue.keys, old_move, 1000)
+    # And the dead letter queue's processing dead letters are settled meanwhile
+    settled = await dlq.settle_dead_letters()
+
+    # Then the dead letter still waits for its job, which the new move still marks in transit
+    assert settled == 0
+    assert await client.hexists(queue.keys.moves, _moves.IN_TRANSIT + job.id)
+    letter = await dlq.peek_dead_letter(old_move)
+    assert letter is not None and letter.dead_letter is not None
+    assert letter.dead_letter.status == "processing"
+    # And once the new move is finished, the job is back in that one dead letter
+    assert await _moves.sweep(client, queue.keys, max_events=1000, min_age_ms=0) == 1
+    (back,) = await dlq.get_dead_letter_jobs()
+    assert back.id == old_move and back.dead_letter is not None
+    assert (back.dead_letter.status, back.dead_letter.replay_count) == ("pending", 1)
     assert await client.hlen(queue.keys.moves) == 0

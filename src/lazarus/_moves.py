@@ -88,7 +88,10 @@ async def finish(client: Client, source: QueueKeys, move_id: str, max_events: in
     if raw is None:
         return False
     await arrive(client, source.prefix, str(raw), max_events)
-    await client.hdel(source.moves, move_id, IN_TRANSIT + str(json.loads(raw)["id"]))
+    # The job's in-transit mark goes only if it is this move's: the same job id may be on
+    # its way again, in a newer move (clear_move.lua).
+    job_id = str(json.loads(raw)["id"])
+    await _scripts.load("clear_move")(client, [source.moves], [move_id, job_id])
     return True
 
 

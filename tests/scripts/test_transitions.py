@@ -706,3 +706,21 @@ async def test_clean_removes_finished_jobs_older_than_the_cutoff(
     assert not await raw.exists(k.job("old"))
     assert await raw.zrange(k.completed, 0, -1) == ["new"]
     assert (await events(raw, k))[-1] == {"event": "cleaned", "count": "1", "state": "completed"}
+
+
+async def test_clear_move_keeps_the_in_transit_mark_of_a_newer_move_of_the_same_job(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    # Given two moves of job 'j' out of 'src', the newer one marking the job in transit
+    await raw.hset(k.moves, mapping={"m1": "{}", "m2": "{}", "job:j": "m2"})
+
+    # When the older move is cleared, then cleared again
+    first = await call(raw, "clear_move", [k.moves], ["m1", "j"])
+    again = await call(raw, "clear_move", [k.moves], ["m1", "j"])
+
+    # Then its entry went once, and the newer move's entry and mark stay
+    assert (first, again) == (1, 0)
+    assert await raw.hgetall(k.moves) == {"m2": "{}", "job:j": "m2"}
+    # And clearing the newer move takes its mark with it
+    assert await call(raw, "clear_move", [k.moves], ["m2", "j"]) == 1
+    assert await raw.exists(k.moves) == 0

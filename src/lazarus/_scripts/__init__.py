@@ -345,5 +345,6 @@ NAMES = (
     "replay_out",
     "replay_in",
     "settle_moved",
+    "clear_move",
     "job_state",
 )

@@ -6,8 +6,8 @@
 -- second step (dead_letter_in, in the target's slot) adds it there under that id, once; then
 -- the entry is deleted. A crash between the steps leaves the entry for a sweeper to finish.
 -- A replayed job in transit is also named in the hash ('job:<job id>' -> dead letter id,
--- deleted with the move): its dead letter, which still waits for it, must not take it for
--- removed meanwhile (_moves.settle).
+-- deleted with the move by clear_move.lua while it names that move): its dead letter, which
+-- still waits for it, must not take it for removed meanwhile (_moves.settle).
 
 -- move_out(src, id, moves, dl_id, now, reason, source_name, dlq_name, maxlen): record the
 -- (already released) job `id` of src, with its hash and log lines, as the move `dl_id` to the
