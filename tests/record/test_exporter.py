@@ -273,6 +273,48 @@ async def test_forgetting_the_last_drainer_switches_the_outbox_off_and_deletes_i
     assert await raw.exists(keys.dl_outbox) == 0
 
 
+class GroupsReadThen:
+    """A Redis client that runs ``then`` once, right after its first ``XINFO GROUPS``: another
+    process acting between a forget's reading of the groups and what it does about them."""
+
+    def __init__(self, redis: aioredis.Redis, then: Callable[[], Any]) -> None:
+        self._redis, self._then, self.fired = redis, then, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._redis, name)
+
+    async def xinfo_groups(self, name: str) -> Any:
+        groups = await self._redis.xinfo_groups(name)
+        if not self.fired:
+            self.fired = True
+            await self._then()
+        return groups
+
+
+async def test_a_drainer_enabling_the_outbox_while_the_last_group_is_forgotten_keeps_it(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, raw: aioredis.Redis, prefix: str
+) -> None:
+    # Given an outbox that only the record's group drains
+    keys = QueueKeys(prefix, dlq.name)
+    await raw.sadd(keys.dead_letter_registry, dlq.name)
+    await Outbox(raw, prefix, group="record", consumer="c").enable(dlq.name)
+    hook = Outbox(raw, prefix, group="webhook:ops", consumer="c")
+    racing = GroupsReadThen(raw, lambda: hook.enable(dlq.name))
+    record = Outbox(racing, prefix, group="record", consumer="-")  # type: ignore[arg-type]
+
+    # When the record's group is forgotten while a webhook deliverer enables the outbox (one
+    # step of the forget, or between its steps)
+    await record.forget(dlq.name)
+    if not racing.fired:
+        await hook.enable(dlq.name)
+
+    # Then the outbox is on, with the webhook's group, and the next dead letter reaches it
+    assert await raw.exists(keys.dl_outbox_enabled) == 1
+    assert [g["name"] for g in await raw.xinfo_groups(keys.dl_outbox)] == ["webhook:ops"]
+    [letter] = await dead_letter(make_worker, queue, dlq, [("a", 1)])
+    assert [e.id for e in await hook.take(dlq.name, count=10)] == [letter.id]
+
+
 async def test_a_record_started_after_a_webhook_drained_the_outbox_still_gets_every_dead_letter(
     queue: Queue, dlq: Queue, make_worker: MakeWorker, exporter: RecordExporter, db: Database,
     raw: aioredis.Redis, prefix: str,

@@ -79,3 +79,39 @@ async def test_a_purge_that_finds_nothing_appends_nothing(
     )
 
     assert await raw.exists(d.dl_outbox) == 0
+
+
+async def test_forget_outbox_keeps_an_outbox_another_group_drains_and_deletes_the_last(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    # Given an outbox, switched on, drained by two groups, each having copied the store
+    for group in ("record", "webhook:ops"):
+        await raw.xgroup_create(d.dl_outbox, group, id="0", mkstream=True)
+        await raw.set(d.dl_outbox_copied(group), "1")
+    await raw.set(d.dl_outbox_enabled, "1")
+    keys = [d.dl_outbox, d.dl_outbox_enabled]
+
+    # When the record's group is forgotten, then the webhook's
+    first = await call(raw, "forget_outbox", [*keys, d.dl_outbox_copied("record")], ["record"])
+    after_first = await raw.exists(d.dl_outbox, d.dl_outbox_enabled)
+    last = await call(raw, "forget_outbox", [*keys, d.dl_outbox_copied("webhook:ops")],
+                      ["webhook:ops"])  # fmt: skip
+
+    # Then the first leaves the outbox on for the other group, the last switches it off
+    assert (first, after_first) == (1, 2)
+    assert last == 0
+    assert await raw.exists(*keys, d.dl_outbox_copied("record"),
+                            d.dl_outbox_copied("webhook:ops")) == 0  # fmt: skip
+
+
+async def test_forget_outbox_switches_off_an_outbox_left_on_without_a_stream(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    await raw.set(d.dl_outbox_enabled, "1")
+
+    left = await call(
+        raw, "forget_outbox", [d.dl_outbox, d.dl_outbox_enabled, d.dl_outbox_copied("g")], ["g"]
+    )
+
+    assert left == 0
+    assert await raw.exists(d.dl_outbox_enabled) == 0

@@ -346,5 +346,6 @@ NAMES = (
     "replay_in",
     "settle_moved",
     "clear_move",
+    "forget_outbox",
     "job_state",
 )

@@ -17,6 +17,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from .. import _scripts
 from .._connection import Client
 from .._keys import QueueKeys
 
@@ -134,17 +135,14 @@ class Outbox:
         unacknowledged entries would otherwise be kept forever); when no group is left, switch
         the outbox off and delete it."""
         keys = self.keys(queue)
-        await self.redis.delete(keys.dl_outbox_copied(self.group))
-        if await self.redis.exists(keys.dl_outbox):
-            await self.redis.xgroup_destroy(keys.dl_outbox, self.group)
-            groups: Any = await self.redis.xinfo_groups(keys.dl_outbox)
-            if not groups:
-                # Marker first: no script appends after it is gone, so nothing is lost that a
-                # group could still have wanted.
-                await self.redis.delete(keys.dl_outbox_enabled)
-                await self.redis.delete(keys.dl_outbox)
-            else:
-                await self.trim(queue)
+        # One script: a drainer enabling the outbox meanwhile must not see it deleted (or
+        # switched off) after its group was created (forget_outbox.lua).
+        left = await _scripts.load("forget_outbox")(
+            self.redis, [keys.dl_outbox, keys.dl_outbox_enabled, keys.dl_outbox_copied(self.group)],
+            [self.group],
+        )  # fmt: skip
+        if int(left):
+            await self.trim(queue)
 
     async def take(self, queue: str, *, count: int) -> list[OutboxEntry]:
         """Up to ``count`` entries for this consumer: first those another consumer took and
