@@ -392,3 +392,32 @@ async def test_finishing_an_old_move_keeps_the_mark_of_a_newer_move_of_the_same_
     assert back.id == old_move and back.dead_letter is not None
     assert (back.dead_letter.status, back.dead_letter.replay_count) == ("pending", 1)
     assert await client.hlen(queue.keys.moves) == 0
+
+
+async def test_a_second_replay_under_the_same_id_into_another_slot_runs_again(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue]
+) -> None:
+    # Given a dead letter replayed under its job's original id (as OJS retries), which failed
+    # for good again and is back in its dead letter
+    queue, dlq = pair
+    job = await queue.add("n", {"v": 7})
+    _, dead = await first_dead_letter(client, cprefix)
+    first = await replay.replay(client, dlq.keys, 1000, "jobs", [(dead, replay.KEEP)],
+                                new_ids=[job.id])  # fmt: skip
+    assert first == [(job.id, "waiting")]
+    await first_dead_letter(client, cprefix)
+    letter = await dlq.peek_dead_letter(dead)
+    assert letter is not None and letter.dead_letter is not None
+    assert letter.dead_letter.status == "pending"
+
+    # When it is replayed under that id once more
+    second = await replay.replay(client, dlq.keys, 1000, "jobs", [(dead, replay.KEEP)],
+                                 new_ids=[job.id])  # fmt: skip
+
+    # Then the job is in its queue again (not taken for the first replay's move, seen already)
+    assert second == [(job.id, "waiting")]
+    assert await queue.get_job_state(job.id) == "waiting"
+    assert await dlq.settle_dead_letters() == 0
+    letter = await dlq.peek_dead_letter(dead)
+    assert letter is not None and letter.dead_letter is not None
+    assert letter.dead_letter.status == "processing"

@@ -56,8 +56,11 @@ local function replay_one(dl_key, dl_id, new_id, f, score, a)
     delay = tostring(tonumber(f[6]) or 0),
     atm = tostring(ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7] or 1),
     rc = tostring((tonumber(f[8]) or 0) + 1), replayOf = dl_id, replayDlq = ARGV[4]}
+  -- The hash field names the new job; the name replay_in remembers names this replay: a
+  -- later replay under the same id (OJS retries under the original id) is another move.
   local move = 'replay:' .. new_id
-  redis.call('HSET', KEYS[4], move, cjson.encode({kind = 'replay', move = move, id = new_id,
+  local name = move .. ' ' .. dl_id .. ' ' .. now
+  redis.call('HSET', KEYS[4], move, cjson.encode({kind = 'replay', move = name, id = new_id,
     source = ARGV[4], target = ARGV[3], at = now, fields = fields,
     logs = redis.call('LRANGE', logs_key(dl_key), 0, -1)}))
   emit(KEYS[2], maxlen, 'statusChanged', 'jobId', dl_id, 'from', from, 'to', 'processing',
