@@ -421,3 +421,31 @@ async def test_a_second_replay_under_the_same_id_into_another_slot_runs_again(
     letter = await dlq.peek_dead_letter(dead)
     assert letter is not None and letter.dead_letter is not None
     assert letter.dead_letter.status == "processing"
+
+
+async def test_settling_finishes_a_replay_into_another_slot_that_a_crash_cut_short(
+    client: RedisCluster, cprefix: str, pair: tuple[Queue, Queue]
+) -> None:
+    # Given a dead letter whose replay into another slot did its first step three seconds
+    # ago, and whose replayer died before the second (no worker names 'jobs-dlq' to sweep it)
+    queue, dlq = pair
+    dead = await dead_letter_one(client, cprefix, queue, {"v": 4})
+    new_id = uuid.uuid4().hex
+    (moving,) = await _scripts.load("replay_out")(
+        client,
+        [dlq.keys.dl, dlq.keys.events, dlq.keys.meta, dlq.keys.moves, dlq.keys.job(dead)],
+        [now_ms() - 3000, 1000, "jobs", "jobs-dlq", "operator:test", "", "", 2000, dead, new_id,
+         "", "", "", ""],
+    )  # fmt: skip
+    assert moving == "moving"
+
+    # When the dead letter queue is settled (as the redrive service does, periodically)
+    settled = await dlq.settle_dead_letters()
+
+    # Then the replayed job is in its queue, its dead letter waits for it, nothing in between
+    assert settled == 0
+    assert await queue.get_job_state(new_id) == "waiting"
+    letter = await dlq.peek_dead_letter(dead)
+    assert letter is not None and letter.dead_letter is not None
+    assert (letter.dead_letter.status, letter.dead_letter.replay_job_id) == ("processing", new_id)
+    assert await client.hlen(dlq.keys.moves) == 0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .. import _moves, _scripts
 from .._codec import text as _text
-from .._connection import now_ms
+from .._connection import is_cluster, now_ms
 from .._keys import QueueKeys, has_lone_surrogate, validate_job_id
 from ..errors import error_for_code
 from .filters import DeadLetterStatus
@@ -124,7 +124,12 @@ async def settle_sample(client: Client, keys: QueueKeys, max_events: int, count:
 
 async def settle(client: Client, keys: QueueKeys, max_events: int, batch_size: int) -> int:
     """Settle the ``processing`` dead letters whose replayed job will never report back;
-    returns how many moved. Walks the processing index in batches of ``batch_size``."""
+    returns how many moved. Walks the processing index in batches of ``batch_size``. First,
+    on Redis Cluster, it finishes the replays into other slots that a crash cut short (their
+    dead letters wait for a job that is still on its way), as the stall sweeps of this dead
+    letter queue's workers do: a dead letter queue no worker names is looked after too."""
+    if is_cluster(client):
+        await _moves.sweep(client, keys, max_events)
     index, settled, start = keys.dl_index("s", "processing"), 0, 0
     while True:
         ids = [_text(i) for i in await client.zrange(index, start, start + batch_size - 1)]
