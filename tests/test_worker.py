@@ -56,6 +56,39 @@ async def test_worker_completes_a_job_and_stores_its_return_value(
     assert not running.done()
 
 
+async def test_a_callback_taken_off_is_called_no_more_and_bad_ones_are_refused(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    # Given a worker with two callbacks on "completed", one of them taken off again
+    worker = make_worker(lambda j: j.data, autorun=False)
+    kept: list[str] = []
+    dropped: list[str] = []
+
+    def drop(job: Job, _result: Any) -> None:
+        dropped.append(job.id)
+
+    worker.on("completed", lambda job, _result: kept.append(job.id))
+    worker.on("completed", drop)
+    worker.off("completed", drop)
+    worker.off("failed", print)  # never added: ignored
+
+    # When two jobs complete
+    ids = [(await queue.add("n", i)).id for i in range(2)]
+    done = on_count(worker, "completed", 2)
+    running = asyncio.create_task(worker.run())
+    await asyncio.wait_for(done.wait(), 10)
+
+    # Then only the callback left was called, and a callback that is none, or an event that
+    # is none, is refused up front
+    assert sorted(kept) == sorted(ids) and dropped == []
+    with pytest.raises(TypeError, match="callback must be callable"):
+        worker.on("completed", "print")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown worker event 'done'"):
+        worker.off("done", print)  # type: ignore[arg-type]
+    await worker.close()
+    await running
+
+
 async def test_sync_processor_runs_in_a_thread_and_async_in_the_loop(
     queue: Queue, make_worker: MakeWorker
 ) -> None:

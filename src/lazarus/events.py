@@ -18,14 +18,14 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ._codec import text as _text
 from ._connection import CLIENT_TYPES, TRANSIENT_ERRORS, Client, blocking_ms, connect
 from ._keys import QueueKeys, validate_name, validate_queue_name
+from ._listeners import Listeners
 
 log = logging.getLogger("lazarus.events")
 
@@ -50,22 +50,20 @@ class QueueEvents:
         self._client = connect(connection)
         self._block_ms = block_ms
         self._last_id = last_event_id
-        self._listeners: dict[str, list[EventCallback]] = defaultdict(list)
+        self._listeners = Listeners(log, f"events of {self.name}")
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
     def on(self, event: str, callback: EventCallback) -> None:
         """Call ``callback(args, event_id)`` for every ``event``; ``"*"`` for all events (then
         ``args["event"]`` names it). Callbacks may be sync or async. Starts reading."""
-        self._listeners[event].append(callback)
+        self._listeners.add(event, callback)
         if self._task is None and not self._closed:
             self._task = asyncio.get_running_loop().create_task(self._dispatch())
 
     def off(self, event: str, callback: EventCallback) -> None:
         """Stop calling ``callback`` for ``event`` (a callback never registered is ignored)."""
-        listeners = self._listeners.get(event, [])
-        if callback in listeners:
-            listeners.remove(callback)
+        self._listeners.remove(event, callback)
 
     async def wait_until_ready(self) -> None:
         """Fix the starting point: every event after this call is delivered."""
@@ -106,14 +104,7 @@ class QueueEvents:
                 await asyncio.sleep(min(0.1 * 2**failures, 5.0))
                 continue
             for event_id, args in entries:
-                name = args.get("event", "")
-                for callback in [*self._listeners.get(name, ()), *self._listeners.get("*", ())]:
-                    try:
-                        result = callback(args, event_id)
-                        if inspect.isawaitable(result):
-                            await result
-                    except Exception:
-                        log.exception("events of %s: %r listener failed", self.name, name)
+                await self._listeners.emit(args.get("event", ""), args, event_id, to=("*",))
 
     async def close(self) -> None:
         """Stop reading and release the connection."""
@@ -130,7 +121,3 @@ class QueueEvents:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
 import os
 import socket
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -39,6 +37,7 @@ from ._lanes import check_weights, keepers, make_lanes, queue_names
 from ._lanes import main_loop as lanes_main_loop
 from ._limiter import RateLimit
 from ._limiter import publish as publish_limit
+from ._listeners import Listeners
 from ._processes import check_processes, executor_for, shut_down
 from ._slot import HAND_BACK_TIMEOUT, SlotRunner
 from ._supervision import Incident, register
@@ -70,6 +69,12 @@ _EVENTS = (
 
 
 MAX_CONCURRENCY = 100_000
+
+
+def _check_event(event: object) -> str:
+    if event not in _EVENTS:
+        raise ValueError(f"unknown worker event {event!r}; expected one of {_EVENTS}")
+    return str(event)
 
 
 def _positive(value: object, field: str, minimum: int = 1, maximum: int | None = None) -> int:
@@ -220,7 +225,8 @@ class Worker:
         self._claim_keys = (*self.keys.group, self.keys.reply(self.name, "claim"))
         self._claim_id = uuid.uuid4().hex  # kept until a claim's reply arrives
         self._slot_freed = asyncio.Event()
-        self._listeners: dict[str, list[Callable[..., Any]]] = defaultdict(list)
+        self._listeners = Listeners(log, f"worker {self.name}")
+        self._emit = self._listeners.emit
         self._closing = False
         self._stopping = asyncio.Event()  # set by close(): ends backoff pauses at once
         self._starting = False  # registering at start-up: nothing to lose by cancelling
@@ -289,19 +295,14 @@ class Worker:
     def on(self, event: WorkerEvent, callback: Callable[..., Any]) -> None:
         """Call ``callback`` on a local event: ``active(job)``, ``completed(job, result)``,
         ``failed(job, error)``, ``retrying(job, error)``, ``deadLettered(job, dead_letter_id)``,
-        ``lost(job_id)``, ``error(exception)``. Callbacks may be sync or async."""
-        if event not in _EVENTS:
-            raise ValueError(f"unknown worker event {event!r}; expected one of {_EVENTS}")
-        self._listeners[event].append(callback)
+        ``discarded(job, error)``, ``rateLimited(job, error)``, ``lost(job_id)``,
+        ``error(exception)``. Callbacks may be sync or async."""
+        self._listeners.add(_check_event(event), callback)
 
-    async def _emit(self, event: str, *args: Any) -> None:
-        for callback in list(self._listeners.get(event, ())):
-            try:
-                result = callback(*args)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                log.exception("worker %s: %r listener failed", self.name, event)
+    def off(self, event: WorkerEvent, callback: Callable[..., Any]) -> None:
+        """Stop calling ``callback`` on ``event`` (one never added with :meth:`on` is
+        ignored)."""
+        self._listeners.remove(_check_event(event), callback)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -400,7 +401,7 @@ class Worker:
         """Emit ``error``, and log ``exc`` as part of ``incident`` (without flooding)."""
         if incident is not None:
             incident.failed(exc)
-        if self._listeners.get("error"):
+        if self._listeners.has("error"):
             # Listeners may be async: run them beside the loop that hit the error.
             task = asyncio.get_running_loop().create_task(self._emit("error", exc))
             self._background.add(task)
