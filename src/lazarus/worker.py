@@ -18,12 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
-import os
-import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from . import _scripts
 from ._backoff import BackoffStrategy
@@ -41,6 +38,17 @@ from ._listeners import Listeners
 from ._processes import check_processes, executor_for, shut_down
 from ._slot import HAND_BACK_TIMEOUT, SlotRunner
 from ._supervision import Incident, register
+from ._worker_options import (
+    MAX_CONCURRENCY,
+    WorkerEvent,
+    check_event,
+    check_flag,
+    check_prune_interval,
+    dead_letter_options,
+    positive,
+    seconds,
+    worker_name,
+)
 from .dead_letter import DeadLetterQueueOptions
 from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
@@ -50,51 +58,6 @@ from .schema import PayloadSchema, Schema, with_payload
 from .workers import Presence
 
 log = logging.getLogger("lazarus.worker")
-
-WorkerEvent = Literal[
-    "active",
-    "completed",
-    "failed",
-    "deadLettered",
-    "discarded",
-    "retrying",
-    "rateLimited",
-    "error",
-    "lost",
-]
-_EVENTS = (
-    "active", "completed", "failed", "deadLettered", "discarded", "retrying", "rateLimited",
-    "error", "lost",
-)  # fmt: skip
-
-
-MAX_CONCURRENCY = 100_000
-
-
-def _check_event(event: object) -> str:
-    if event not in _EVENTS:
-        raise ValueError(f"unknown worker event {event!r}; expected one of {_EVENTS}")
-    return str(event)
-
-
-def _positive(value: object, field: str, minimum: int = 1, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{field} must be at most {maximum}, got {value!r}")
-    return value
-
-
-def _seconds(value: object, field: str, *, zero: bool = False) -> float:
-    """``value`` as a finite number of seconds, > 0 (or >= 0 with ``zero``); raises naming
-    ``field``."""
-    if (
-        isinstance(value, bool) or not isinstance(value, (int, float))
-        or not math.isfinite(value) or value < 0 or (value == 0 and not zero)
-    ):  # fmt: skip
-        bound = ">= 0" if zero else "> 0"
-        raise ValueError(f"{field} must be a finite number of seconds {bound}, got {value!r}")
-    return float(value)
 
 
 class Worker:
@@ -177,38 +140,26 @@ class Worker:
         names = queue_names(queue_name)
         self.queue_name, self.queue_names = names[0], tuple(names)
         self.keys = QueueKeys(validate_name(prefix, "prefix"), self.queue_name)
-        self.concurrency = _positive(concurrency, "concurrency", maximum=MAX_CONCURRENCY)
-        self.lock_duration = _positive(lock_duration, "lock_duration", maximum=MAX_DURATION_MS)
-        self.stalled_interval = _positive(
+        self.concurrency = positive(concurrency, "concurrency", maximum=MAX_CONCURRENCY)
+        self.lock_duration = positive(lock_duration, "lock_duration", maximum=MAX_DURATION_MS)
+        self.stalled_interval = positive(
             stalled_interval, "stalled_interval", maximum=MAX_DURATION_MS
         )
-        if isinstance(max_stalled_count, bool) or not isinstance(max_stalled_count, int) \
-                or max_stalled_count < 0:  # fmt: skip
-            raise ValueError(f"max_stalled_count must be an int >= 0, got {max_stalled_count!r}")
-        self.max_stalled_count = max_stalled_count
-        self.dead_letter_queue = self._dlq_options(dead_letter_queue)
-        if prune_interval is not None and (
-            isinstance(prune_interval, bool) or not isinstance(prune_interval, (int, float))
-            or not prune_interval > 0
-        ):  # fmt: skip
-            raise ValueError(f"prune_interval must be a number > 0 or None, got {prune_interval!r}")
-        self.prune_interval = prune_interval
+        self.max_stalled_count = positive(max_stalled_count, "max_stalled_count", minimum=0)
+        self.dead_letter_queue = dead_letter_options(dead_letter_queue, self.queue_name)
+        self.prune_interval = check_prune_interval(prune_interval)
         self.non_retryable = check_non_retryable(non_retryable)
-        if not isinstance(claim_ahead, bool):
-            raise TypeError(f"claim_ahead must be a bool, got {claim_ahead!r}")
-        self.block_timeout = _seconds(block_timeout, "block_timeout")
-        self.shutdown_timeout = _seconds(shutdown_timeout, "shutdown_timeout", zero=True)
+        claim_ahead = check_flag(claim_ahead, "claim_ahead")
+        self.block_timeout = seconds(block_timeout, "block_timeout")
+        self.shutdown_timeout = seconds(shutdown_timeout, "shutdown_timeout", zero=True)
         self.job_timeout = (
             None if job_timeout is None
-            else _positive(job_timeout, "job_timeout", maximum=MAX_DURATION_MS)
+            else positive(job_timeout, "job_timeout", maximum=MAX_DURATION_MS)
         )  # fmt: skip
-        max_events = _positive(max_events, "max_events")
-        error_cap = _positive(max_error_bytes, "max_error_bytes", MIN_CAP_BYTES)
-        stack_cap = _positive(max_stack_bytes, "max_stack_bytes", MIN_CAP_BYTES)
-        self.name = (
-            validate_name(name, "name") if name is not None
-            else f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        )  # fmt: skip
+        max_events = positive(max_events, "max_events")
+        error_cap = positive(max_error_bytes, "max_error_bytes", MIN_CAP_BYTES)
+        stack_cap = positive(max_stack_bytes, "max_stack_bytes", MIN_CAP_BYTES)
+        self.name = worker_name(name)
         self._wake_key = self.keys.wake(self.name)
         self._processor = processor
         self._owns_client = not isinstance(connection, CLIENT_TYPES)
@@ -270,18 +221,6 @@ class Worker:
             non_retryable=self.non_retryable,
         )  # fmt: skip
 
-    def _dlq_options(
-        self, value: str | DeadLetterQueueOptions | None
-    ) -> DeadLetterQueueOptions | None:
-        if value is None:
-            return None
-        options = DeadLetterQueueOptions(value) if isinstance(value, str) else value
-        if not isinstance(options, DeadLetterQueueOptions):
-            raise TypeError("dead_letter_queue must be a queue name or DeadLetterQueueOptions")
-        if options.queue_name == self.queue_name:
-            raise ValueError("dead_letter_queue must not be the worker's own queue")
-        return options
-
     def _pruner(self) -> Pruner | None:
         """Prunes the dead letter queue while no other process (a redriver) leads pruning."""
         if self.dead_letter_queue is None or self.prune_interval is None:
@@ -297,12 +236,12 @@ class Worker:
         ``failed(job, error)``, ``retrying(job, error)``, ``deadLettered(job, dead_letter_id)``,
         ``discarded(job, error)``, ``rateLimited(job, error)``, ``lost(job_id)``,
         ``error(exception)``. Callbacks may be sync or async."""
-        self._listeners.add(_check_event(event), callback)
+        self._listeners.add(check_event(event), callback)
 
     def off(self, event: WorkerEvent, callback: Callable[..., Any]) -> None:
         """Stop calling ``callback`` on ``event`` (one never added with :meth:`on` is
         ignored)."""
-        self._listeners.remove(_check_event(event), callback)
+        self._listeners.remove(check_event(event), callback)
 
     # -- running ---------------------------------------------------------------------------
 

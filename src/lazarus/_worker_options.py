@@ -1,0 +1,92 @@
+"""The checks of :class:`~lazarus.Worker`'s options and event names: each raises naming the
+option, before the worker writes anything or connects."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import uuid
+from typing import Literal
+
+from ._keys import validate_name
+from .dead_letter import DeadLetterQueueOptions
+
+WorkerEvent = Literal[
+    "active",
+    "completed",
+    "failed",
+    "deadLettered",
+    "discarded",
+    "retrying",
+    "rateLimited",
+    "error",
+    "lost",
+]
+EVENTS = (
+    "active", "completed", "failed", "deadLettered", "discarded", "retrying", "rateLimited",
+    "error", "lost",
+)  # fmt: skip
+
+MAX_CONCURRENCY = 100_000
+
+
+def check_event(event: object) -> str:
+    if event not in EVENTS:
+        raise ValueError(f"unknown worker event {event!r}; expected one of {EVENTS}")
+    return str(event)
+
+
+def positive(value: object, field: str, minimum: int = 1, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{field} must be at most {maximum}, got {value!r}")
+    return value
+
+
+def seconds(value: object, field: str, *, zero: bool = False) -> float:
+    """``value`` as a finite number of seconds, > 0 (or >= 0 with ``zero``); raises naming
+    ``field``."""
+    if (
+        isinstance(value, bool) or not isinstance(value, (int, float))
+        or not math.isfinite(value) or value < 0 or (value == 0 and not zero)
+    ):  # fmt: skip
+        bound = ">= 0" if zero else "> 0"
+        raise ValueError(f"{field} must be a finite number of seconds {bound}, got {value!r}")
+    return float(value)
+
+
+def check_prune_interval(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"prune_interval must be a number > 0 or None, got {value!r}")
+    return float(value)
+
+
+def check_flag(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{field} must be a bool, got {value!r}")
+    return value
+
+
+def dead_letter_options(
+    value: str | DeadLetterQueueOptions | None, queue_name: str
+) -> DeadLetterQueueOptions | None:
+    """The dead letter queue of a worker of ``queue_name``."""
+    if value is None:
+        return None
+    options = DeadLetterQueueOptions(value) if isinstance(value, str) else value
+    if not isinstance(options, DeadLetterQueueOptions):
+        raise TypeError("dead_letter_queue must be a queue name or DeadLetterQueueOptions")
+    if options.queue_name == queue_name:
+        raise ValueError("dead_letter_queue must not be the worker's own queue")
+    return options
+
+
+def worker_name(name: str | None) -> str:
+    """``name`` checked, or one of this host and process, unique to this worker."""
+    if name is not None:
+        return validate_name(name, "name")
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
