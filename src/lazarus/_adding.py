@@ -1,0 +1,270 @@
+"""Adding jobs: the ``add`` and ``add_bulk`` methods of :class:`~lazarus.Queue`. Every job is
+checked before the first is written; a bulk goes in calls of at most ``BULK_CHUNK`` jobs and
+``BULK_BYTES`` of payloads, a few of them pipelined."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import _codec, _scripts, _tracing
+from ._codec import text as _text
+from ._connection import now_ms, reports_unavailable
+from ._dedup import NO_DEDUPLICATION, Deduplication
+from ._keys import QueueKeys, has_lone_surrogate, new_id, validate_job_id
+from .errors import ErrorCode
+from .job import MAX_JOB_NAME_LENGTH, Job, JobOptions
+from .schema import PayloadSchema
+
+if TYPE_CHECKING:
+    from ._connection import Client
+    from ._progress import JobHandle
+
+# One add_jobs call takes at most BULK_CHUNK jobs and BULK_BYTES of payloads (a larger job
+# goes alone), so that it holds Redis for a few milliseconds at most, whatever the payloads.
+BULK_CHUNK = 250
+BULK_BYTES = 1024 * 1024
+BULK_IN_FLIGHT = 8
+_ADD_KEYS = {
+    "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
+    "remove_on_complete", "remove_on_fail", "timeout", "deduplication", "on_exhaustion",
+}  # fmt: skip
+
+
+class QueueAddingMixin:
+    """The adding half of :class:`~lazarus.Queue`."""
+
+    name: str
+    keys: QueueKeys
+    max_payload_bytes: int
+    max_events: int
+    schema: PayloadSchema | None
+    _client: Client
+    _options_cache: dict[Any, tuple[JobOptions, str]]
+    _job_handle: JobHandle  # JobLogsMixin's
+
+    if TYPE_CHECKING:  # Queue's own, QueueReadingMixin's and RepeatMixin's
+
+        async def _register(self) -> None: ...
+
+        async def get_job(self, job_id: str) -> Job | None: ...
+
+        async def _add_repeatable(
+            self, name: str, data: Any, options: Mapping[str, Any], value: Any
+        ) -> Job: ...
+
+    def _prepare(self, name: object, data: Any, options: Mapping[str, Any]) -> _Prepared:
+        """Validate one job and build its script arguments; raises before any write."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"job name must be a non-empty str, got {name!r}")
+        if len(name) > MAX_JOB_NAME_LENGTH:
+            limit = MAX_JOB_NAME_LENGTH
+            raise ValueError(f"job name is {len(name)} characters long, over the limit of {limit}")
+        if has_lone_surrogate(name):
+            raise ValueError(f"job name {name!r} has a lone surrogate, which UTF-8 cannot encode")
+        unknown = set(options) - _ADD_KEYS
+        if unknown:
+            raise TypeError(f"unknown job options: {sorted(unknown)}")
+        job_id = options.get("job_id")
+        job_id = new_id() if job_id is None else validate_job_id(job_id)
+        dedup = Deduplication.parse(options.get("deduplication"))
+        opts, opts_json = self._options(
+            {k: v for k, v in options.items() if k not in ("job_id", "deduplication")}
+        )
+        if self.schema is not None:
+            data = self.schema.stored(data)
+        payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
+        args = [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
+        return _Prepared(args, data, opts, dedup)
+
+    def _options(self, options: dict[str, Any]) -> tuple[JobOptions, str]:
+        """Validated options and their JSON; a bulk of jobs with equal options builds them once."""
+        try:
+            key: Any = tuple(options.items())  # scalars only (the usual case): no sorting
+            cached = self._options_cache.get(key)
+        except TypeError:
+            try:
+                key = tuple(sorted((k, _freeze(v)) for k, v in options.items()))
+                cached = self._options_cache.get(key)
+            except TypeError:  # an unhashable value: no caching
+                key, cached = None, None
+        if cached is None:
+            opts = JobOptions(**options)
+            cached = (opts, _codec.encode(opts.to_dict(), field="opts"))
+            if key is not None and len(self._options_cache) < 64:
+                self._options_cache[key] = cached
+        return cached
+
+    async def add(
+        self,
+        name: str,
+        data: Any = None,
+        *,
+        job_id: str | None = None,
+        attempts: int = 1,
+        backoff: Any = None,
+        delay: int = 0,
+        priority: int = 0,
+        remove_on_complete: Any = False,
+        remove_on_fail: Any = False,
+        timeout: int | None = None,
+        deduplication: Mapping[str, Any] | None = None,
+        repeat: Mapping[str, Any] | None = None,
+        on_exhaustion: str | None = None,
+    ) -> Job:
+        """Add one job and return it.
+
+        ``data`` is any JSON value. ``attempts`` counts the first run; ``backoff`` is
+        ``{"type": "fixed" | "exponential", "delay": ms}``; ``delay`` (ms) postpones the first
+        run; ``priority`` 1 is the highest (0, the default, means none: such jobs run first,
+        in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take ``True``, a count to
+        keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
+        longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
+        ``job_timeout``, if any); ``on_exhaustion`` (``dead_letter``, ``fail`` or
+        ``discard``) says what a terminal failure does. Adding a ``job_id`` that exists
+        returns the existing job and writes nothing. ``deduplication={"id": key}`` adds nothing
+        while another job holding ``key`` has not completed or failed, and returns that job;
+        ``{"id": key, "ttl": ms}`` holds ``key`` for ``ttl`` ms from the add instead.
+        ``repeat={"every": ms}`` or ``{"pattern": cron, "tz": zone}`` adds a schedule instead
+        and returns its first occurrence (see docs/repeatable-jobs.md).
+        """
+        options = {
+            "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
+            "priority": priority, "remove_on_complete": remove_on_complete,
+            "remove_on_fail": remove_on_fail, "timeout": timeout, "deduplication": deduplication,
+            "on_exhaustion": on_exhaustion,
+        }  # fmt: skip
+        if repeat is not None:
+            return await self._add_repeatable(name, data, options, repeat)
+        return (await self._add_prepared([self._prepare(name, data, options)]))[0]
+
+    async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """Add many jobs: each a mapping with ``name``, ``data`` and any option of :meth:`add`.
+
+        Every job is validated before the first is written, so bad input writes nothing.
+        """
+        prepared = []
+        for index, spec in enumerate(jobs):
+            if not isinstance(spec, Mapping) or "name" not in spec:
+                raise ValueError(f"jobs[{index}] must be a mapping with a 'name'")
+            options = {k: v for k, v in spec.items() if k not in ("name", "data")}
+            try:
+                prepared.append(self._prepare(spec["name"], spec.get("data"), options))
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"jobs[{index}]: {exc}") from exc
+        return await self._add_prepared(prepared)
+
+    @reports_unavailable
+    async def _add_prepared(self, prepared: list[_Prepared]) -> list[Job]:
+        if not _tracing.active():
+            return await self._add_traced(prepared)
+        span = _tracing.start_add(self.name, [p.args for p in prepared])
+        try:
+            return await self._add_traced(prepared)
+        finally:
+            _tracing.end(span)
+
+    async def _add_traced(self, prepared: list[_Prepared]) -> list[Job]:
+        await self._register()
+        script = _scripts.load("add_jobs")
+        now = now_ms()
+
+        calls = []
+        for chunk in _chunks(prepared):
+            keys = [*self.keys.group, *(self.keys.job(p.args[0]) for p in chunk)]
+            args: list[Any] = [now, self.max_events]
+            for p in chunk:
+                args += p.args
+            if any(p.dedup is not None for p in chunk):  # else no arguments: nothing to check
+                for p in chunk:
+                    args += NO_DEDUPLICATION if p.dedup is None else p.dedup.args()
+            calls.append((keys, args))
+        sending = (
+            script(self._client, *calls[0]) if len(calls) == 1 else self._send_chunks(script, calls)
+        )
+        if len(prepared) == 1:  # a single add: nothing worth a task to overlap
+            return await self._jobs_added(prepared, await sending, self._built(prepared, now))
+        # The jobs are built while Redis runs the calls, which were written first: most
+        # replies only confirm them.
+        sent = asyncio.ensure_future(sending)
+        try:
+            await asyncio.sleep(0)  # let it write the calls before the loop below
+            built = self._built(prepared, now)
+            results = await sent
+        finally:
+            sent.cancel()  # a no-op once done; else (we were cancelled) the calls' task too
+        return await self._jobs_added(prepared, results, built)
+
+    async def _send_chunks(
+        self, script: _scripts.Script, calls: list[tuple[list[str], list[Any]]]
+    ) -> list[Any]:
+        """The replies of ``calls``: one pipeline per few chunks, in order on one connection,
+        one round trip each."""
+        results: list[Any] = []
+        for start in range(0, len(calls), BULK_IN_FLIGHT):
+            for batch in await script.call_many(
+                self._client, calls[start : start + BULK_IN_FLIGHT]
+            ):
+                results += batch
+        return results
+
+    def _built(self, prepared: list[_Prepared], now: int) -> list[Job]:
+        handle = self._job_handle
+        return [p.job(self.name, now).bind(handle) for p in prepared]
+
+    async def _jobs_added(
+        self, prepared: list[_Prepared], results: list[Any], built: list[Job]
+    ) -> list[Job]:
+        """The jobs an add returns (``built``, as written), but the existing one where the id
+        was taken already, or where another job holds the deduplication id."""
+        for index, (p, result) in enumerate(zip(prepared, results)):
+            holder = _text(result[0]) if isinstance(result, list) else None
+            if result == ErrorCode.JOB_EXISTS or holder is not None:
+                existing = await self.get_job(holder or p.args[0])
+                if existing is not None:
+                    built[index] = existing
+                elif holder is not None:
+                    # A holder gone meanwhile (removed by retention, say): its id is known.
+                    built[index] = dataclasses.replace(built[index], id=holder)
+        return built
+
+
+def _chunks(prepared: list[_Prepared]) -> Iterator[list[_Prepared]]:
+    """``prepared`` in order, cut into the jobs of one add_jobs call each."""
+    if len(prepared) == 1:
+        yield prepared
+        return
+    chunk: list[_Prepared] = []
+    size = 0
+    for job in prepared:
+        payload = len(job.args[2])
+        if chunk and (len(chunk) == BULK_CHUNK or size + payload > BULK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(job)
+        size += payload
+    if chunk:
+        yield chunk
+
+
+class _Prepared(NamedTuple):
+    """One validated job: its add_jobs arguments, its payload and its options."""
+
+    args: list[Any]
+    data: Any
+    opts: JobOptions
+    dedup: Deduplication | None = None
+
+    def job(self, queue_name: str, now: int) -> Job:
+        return Job._build(
+            id=self.args[0], name=self.args[1], original_data=self.data, opts=self.opts,
+            queue_name=queue_name, timestamp=now, raw_data=self.args[2], opts_json=self.args[3],
+        )  # fmt: skip
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
