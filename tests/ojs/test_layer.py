@@ -18,6 +18,7 @@ from lazarus import Queue
 from lazarus.cli import main
 from lazarus.http import create_app
 from lazarus.ojs import Backend
+from lazarus.ojs.records import RECORD_KEEP_MS
 from lazarus.ojs.sweeper import Sweeper
 
 from ..conftest import wait_until
@@ -223,6 +224,62 @@ async def test_a_worker_on_a_paused_queue_is_told_to_go_quiet(
     answer = (await client.post("/ojs/v1/workers/heartbeat", json=beat)).json()
     assert answer["state"] == "quiet"
     assert answer["jobs_extended"] == [job_id]
+
+
+async def test_the_records_of_jobs_the_engine_let_go_of_expire_and_leave_the_index(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, prefix: str, redis_url: str
+) -> None:
+    # Given a job cancelled over OJS, one acked and then cleaned away, and one still waiting
+    cancelled = await enqueue(client)
+    assert (await client.delete(f"/ojs/v1/jobs/{cancelled}")).status_code == 200
+    cleaned = await enqueue(client)
+    await fetch(client)
+    assert (await client.post("/ojs/v1/workers/ack", json={"job_id": cleaned})).status_code == 200
+    async with Queue("mail", connection=redis_url, prefix=prefix) as mail:
+        assert await mail.clean(0, 100, "completed") == [cleaned]
+    waiting = await enqueue(client)
+    record = f"{prefix}:{{mail}}:ojs:"
+    sweeper = Sweeper(backend_of(app), records_pause=0)
+
+    # When the server's upkeep runs
+    async def expiring() -> bool:
+        await sweeper.tick()
+        return all([await raw.pttl(record + cancelled) > 0, await raw.pttl(record + cleaned) > 0])
+
+    await wait_until(expiring, message="the records of the jobs gone to expire")
+
+    # Then those two records expire within a week, the waiting job's is kept, and once they
+    # are gone (as a week later) so are their index entries; the cancelled job's view was
+    # there until then
+    assert await raw.pttl(record + cancelled) <= RECORD_KEEP_MS
+    assert await raw.pttl(record + waiting) == -1
+    assert (await state_of(client, cancelled))["state"] == "cancelled"
+    await raw.delete(record + cancelled, record + cleaned)
+
+    async def forgotten() -> bool:
+        await sweeper.tick()
+        return await raw.hkeys(f"{prefix}:ojs:index") == [waiting]
+
+    await wait_until(forgotten, message="the index entries of the records gone to go")
+    assert (await client.get(f"/ojs/v1/jobs/{cancelled}")).status_code == 404
+    assert (await state_of(client, waiting))["state"] == "available"
+
+
+async def test_a_job_id_taken_in_another_queue_leaves_no_record_behind(
+    client: httpx.AsyncClient, raw: Redis, prefix: str
+) -> None:
+    # Given a job of 'mail'
+    job_id = await enqueue(client)
+
+    # When a job with the same id is sent to another queue
+    again = await client.post("/ojs/v1/jobs", json={
+        "id": job_id, "type": "mail.send", "args": [], "options": {"queue": "other"}})  # fmt: skip
+
+    # Then it is a duplicate, and the other queue holds no record of it
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "duplicate"
+    assert not await raw.exists(f"{prefix}:{{other}}:ojs:{job_id}")
+    assert await raw.hget(f"{prefix}:ojs:index", job_id) == "mail"
 
 
 async def test_the_upkeep_stops_promptly_and_reports_an_outage_once(

@@ -4,8 +4,10 @@ the job (cancelled, discarded, dead-lettered), its last state.
 
 Keys (``<base>`` is the queue's ``<prefix>:{<queue>}:``, so a record shares its job's slot):
 
-- ``<base>ojs:<id>``        HASH  the record
-- ``<prefix>:ojs:index``    HASH  job id -> queue, to find a job by id alone
+- ``<base>ojs:<id>``        HASH  the record; once the engine no longer holds the job,
+                                  kept :data:`RECORD_KEEP_MS` more (:meth:`Records.prune`)
+- ``<prefix>:ojs:index``    HASH  job id -> queue, to find a job by id alone; an entry goes
+                                  once neither its job nor its record is left
 - ``<prefix>:ojs:queues``   SET   queues that hold OJS jobs (swept by the server)
 - ``<prefix>:ojs:timeouts`` ZSET  '<queue> <id>' by the deadline of a remote attempt
 - ``<prefix>:ojs:events``   STREAM  OJS events (capped)
@@ -22,6 +24,10 @@ from .._connection import Client
 from .._keys import QueueKeys
 
 MAX_EVENTS = 10_000
+RECORD_KEEP_MS = 7 * 24 * 3600 * 1000
+"""How long a record outlives its job (cancelled, dead-lettered, or removed by retention,
+``clean`` or ``remove``): its OJS view stays readable that long, then it goes."""
+PRUNE_BATCH = 100
 
 
 def now_ms() -> int:
@@ -54,13 +60,21 @@ class Records:
         return None if value is None else _text(value)
 
     async def create(self, queue: str, job_id: str, fields: dict[str, Any]) -> bool:
-        """Index a new job and write its record; ``False`` if the id is taken."""
-        if not await self.client.hsetnx(self.index, job_id, queue):
+        """Write a new job's record (``fields`` hold its ``created_at``) and index it;
+        ``False`` if the id is taken."""
+        key = self.key(queue, job_id)
+        # The record first: an index entry with neither a job nor a record is one that
+        # prune() deletes, so none may exist, even for a moment, while a job is being added.
+        # Taking its created_at field is what claims the id in this queue.
+        if not await self.client.hsetnx(key, "created_at", _encode(fields)["created_at"]):
             return False
-        # Two keys in two slots on a cluster, so no transaction: the queue is listed first
-        # (listing it twice is harmless; a record of an unlisted queue would not be swept).
+        if not await self.client.hsetnx(self.index, job_id, queue):  # taken in another queue
+            await self.client.delete(key)
+            return False
+        # Keys in several slots on a cluster, so no transaction: the queue is listed before
+        # the job is added (listing it twice is harmless; an unlisted queue is not swept).
         await self.client.sadd(self.queues, queue)
-        await self.client.hset(self.key(queue, job_id), mapping=_encode(fields))
+        await self.client.hset(key, mapping=_encode(fields))
         return True
 
     async def adopt(self, queue: str, job_id: str) -> None:
@@ -90,6 +104,37 @@ class Records:
             if gone:
                 pipe.hdel(self.key(queue, job_id), *gone)
             await pipe.execute()
+
+    async def prune(self, cursor: int, keep_ms: int = RECORD_KEEP_MS) -> int:
+        """One step of the upkeep of the records, over about :data:`PRUNE_BATCH` index entries
+        from ``cursor``; returns the cursor of the next step (0: the walk starts over). A
+        record whose job the engine no longer holds expires in ``keep_ms``; one whose job is
+        back (a dead letter retried under its id) is kept again; an index entry whose job and
+        record are both gone is deleted. Each step's work is bounded, whatever the index's
+        size, and a step that races a change is put right by the next walk."""
+        reply: Any = await self.client.hscan(self.index, cursor, count=PRUNE_BATCH)
+        cursor, entries = int(reply[0]), reply[1]
+        found = [(_text(job_id), _text(queue)) for job_id, queue in entries.items()]
+        if not found:
+            return cursor
+        async with self.client.pipeline(transaction=False) as pipe:
+            for job_id, queue in found:
+                pipe.exists(self.keys(queue).job(job_id))
+                pipe.pttl(self.key(queue, job_id))
+            state = await pipe.execute()
+        gone: list[str] = []
+        async with self.client.pipeline(transaction=False) as pipe:
+            for (job_id, queue), held, ttl in zip(found, state[::2], state[1::2]):
+                if held and ttl >= 0:
+                    pipe.persist(self.key(queue, job_id))
+                elif not held and ttl == -1:
+                    pipe.pexpire(self.key(queue, job_id), keep_ms)
+                elif not held and ttl == -2:
+                    gone.append(job_id)
+            if gone:
+                pipe.hdel(self.index, *gone)
+            await pipe.execute()
+        return cursor
 
     async def add_error(self, queue: str, job_id: str, entry: dict[str, Any]) -> None:
         """Append ``entry`` to the job's error history."""

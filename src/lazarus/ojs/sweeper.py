@@ -1,7 +1,8 @@
 """The OJS server's own upkeep: remote workers run no lease keeper, so the server sweeps the
 queues that hold OJS jobs for expired leases (``sweep_stalled``: the job is available again;
-after too many stalls it is dead-lettered) and fails attempts that outran their
-``timeout_ms``."""
+after too many stalls it is dead-lettered), fails attempts that outran their
+``timeout_ms``, and lets the OJS records of jobs the engine let go of expire
+(:meth:`~lazarus.ojs.records.Records.prune`, a bounded step per round)."""
 
 from __future__ import annotations
 
@@ -21,16 +22,20 @@ log = logging.getLogger("lazarus.ojs")
 SWEEP_EVERY = 0.25  # seconds: a lease expiry is noticed within this
 MAX_STALLED = 5  # leases a job may let expire before it is dead-lettered
 SWEEP_BATCH = 100
+RECORDS_PAUSE = 60.0  # seconds between two walks over the OJS index (Records.prune)
 
 
 class Sweeper:
     """Runs :meth:`tick` every :data:`SWEEP_EVERY` seconds until stopped."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, records_pause: float = RECORDS_PAUSE) -> None:
         self.backend = backend
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self.failures = 0  # ticks failed in a row
+        self._records_pause = records_pause
+        self._records_cursor = 0  # where the walk over the OJS index goes on
+        self._records_walk_at = 0.0  # when the next walk may begin (monotonic seconds)
 
     def start(self) -> None:
         """Begin the rounds, in the running event loop."""
@@ -65,7 +70,8 @@ class Sweeper:
                 await asyncio.wait_for(self._stop.wait(), SWEEP_EVERY)
 
     async def tick(self) -> None:
-        """One round: expired leases, then attempts past their timeout."""
+        """One round: expired leases, attempts past their timeout, then a step of the
+        records' upkeep."""
         backend = self.backend
         records = backend.records
         dlq = backend.keys(backend.dead_letter_queue)
@@ -89,3 +95,14 @@ class Sweeper:
             if await backend.client.zrem(records.timeouts, member):  # one server acts on it
                 queue, job_id, token = member.split(" ", 2)
                 await expire(backend, queue, job_id, token)
+        await self._prune_step()
+
+    async def _prune_step(self) -> None:
+        """A step of the walk over the OJS records (a bounded one, every round), then a
+        pause once the walk is over."""
+        loop = asyncio.get_running_loop()
+        if self._records_cursor == 0 and loop.time() < self._records_walk_at:
+            return
+        self._records_cursor = await self.backend.records.prune(self._records_cursor)
+        if self._records_cursor == 0:
+            self._records_walk_at = loop.time() + self._records_pause
