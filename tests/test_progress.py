@@ -143,6 +143,31 @@ async def test_a_dead_letter_keeps_the_progress_and_logs_and_a_replay_gets_a_cop
     assert (await dlq.get_job_logs(ids[0])).logs == ["fetched the order"]
 
 
+async def test_a_replay_that_fails_again_gives_its_logs_back_to_its_dead_letter(
+    queue: Queue, dlq: Queue, raw: aioredis.Redis, make_worker: MakeWorker
+) -> None:
+    # Given a dead letter with a log line, replayed, and its replay logging a line of its own
+    async def process(job: Job) -> None:
+        await job.log(f"run {job.data['run']}")
+        raise UnrecoverableError("card declined")
+
+    worker = make_worker(process, dead_letter_queue="jobs-dlq")
+    ids: list[str] = []
+    worker.on("deadLettered", lambda j, dl_id: ids.append(dl_id))
+    first, second = on_count(worker, "deadLettered", 1), on_count(worker, "deadLettered", 2)
+    await queue.add("charge", {"run": 1})
+    await asyncio.wait_for(first.wait(), 10)
+    new_id = await dlq.replay_dead_letter(ids[0])
+
+    # When the replay fails for good and goes back into the dead letter
+    await asyncio.wait_for(second.wait(), 10)
+
+    # Then the dead letter holds the lines of both runs, and the replay left no logs behind
+    assert ids == [ids[0], ids[0]]
+    assert (await dlq.get_job_logs(ids[0])).logs == ["run 1", "run 1"]
+    assert await raw.exists(queue.keys.job(new_id), queue.keys.logs(new_id)) == 0
+
+
 async def test_logs_go_with_the_job_removed_by_retention_or_by_hand(
     queue: Queue, raw: aioredis.Redis, make_worker: MakeWorker
 ) -> None:

@@ -51,8 +51,9 @@ end
 -- the replayed job `id` failed for good: its attempts and stack traces join those of the dead
 -- letter it came from, which goes back to 'pending' (or 'failed' past the dead letter
 -- queue's maxReplays) with replayCount + 1, re-indexed by its new error type and reason as a
--- new arrival; the job leaves src. One record keeps every attempt of every replay. Returns
--- the record's id, or nil, having written nothing, when the record is not in the store.
+-- new arrival; the job leaves src, its logs (the record's lines it was given and its own)
+-- replacing the record's. One record keeps every attempt of every replay. Returns the
+-- record's id, or nil, having written nothing, when the record is not in the store.
 local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name,
     dlq_name, maxlen)
   local key = src.job_prefix .. id
@@ -75,6 +76,7 @@ local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, sour
   local values, _, origin = store_values(rec_key)
   store_add(dlq.dl, rec_id, values, now, origin)
   redis.call('ZADD', dlq.marker, 0, '0')
+  move_logs(key, rec_key)
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[1] or '',
     'attemptsMade', f[5] or 0, 'deadLettered', '1')
