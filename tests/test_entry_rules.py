@@ -119,6 +119,30 @@ async def test_on_exhaustion_discard_removes_the_job_with_an_event(
     ]
 
 
+async def test_a_discarded_job_takes_its_logs_and_deduplication_id_with_it(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    # Given a job that logs, holds a deduplication id, and is discarded when it fails
+    async def log_and_fail(job: Job) -> None:
+        await job.log("calling the bank")
+        raise RuntimeError("down")
+
+    job = await queue.add("charge", on_exhaustion="discard", deduplication={"id": "order-7"})
+    worker = make_worker(log_and_fail)
+    discarded = asyncio.Event()
+    worker.on("discarded", lambda j, error: discarded.set())
+
+    # When it is discarded
+    await asyncio.wait_for(discarded.wait(), 10)
+    await worker.close()
+
+    # Then nothing of it is left, and its deduplication id is free for a new job
+    gone = [queue.keys.job(job.id), queue.keys.logs(job.id), queue.keys.dedup("order-7")]
+    assert await raw.exists(*gone) == 0
+    again = await queue.add("charge", deduplication={"id": "order-7"})
+    assert again.id != job.id and await queue.get_job_state(again.id) == "waiting"
+
+
 async def test_on_exhaustion_dead_letter_is_the_default_and_is_stored(
     queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:

@@ -30,7 +30,8 @@
   ARGV[12] fetch_next
   ARGV[13] token_base
   ARGV[14] lock_ms
-  ARGV[15] discard          1 for a job whose on_exhaustion is discard: deleted at once, and
+  ARGV[15] discard          1 for a job whose on_exhaustion is discard: deleted at once, with
+                            its logs and deduplication id (as a failed job frees it), and
                             its event is discarded instead of failed
 
   Returns: {0, next_due, job | false}, or {code}: -1, -2, -3 as complete_job, and a second
@@ -57,7 +58,9 @@ local code = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
 local made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 if ARGV[15] == '1' then
-  redis.call('DEL', KEYS[11])
+  -- Gone for good, so with what it held: its logs and its deduplication id.
+  dedup_release(q.job_prefix, id, true)
+  drop_job(KEYS[11])
   emit(q.events, maxlen, 'discarded', 'jobId', id, 'failedReason', ARGV[4], 'attemptsMade', made)
 else
   fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]),
