@@ -502,6 +502,38 @@ async def test_sweep_without_a_dead_letter_queue_fails_the_job(
     assert await raw.zrange(k.failed, 0, -1) == ["a"]
 
 
+@pytest.mark.parametrize(
+    ("remove_on_fail", "kept"),
+    [(True, []), (1, ["b"]), ({"count": 5, "age": 10}, ["b"]), ("absent", ["a", "b"])],
+    ids=["true", "count", "age", "none"],
+)
+async def test_sweep_fails_a_stalled_job_under_its_own_remove_on_fail(
+    raw: aioredis.Redis, k: QueueKeys, remove_on_fail: Any, kept: list[str]
+) -> None:
+    # Given two jobs with a remove_on_fail, each claimed by a worker that died
+    opts = {"attempts": 1, "delay": 0}
+    if remove_on_fail != "absent":
+        opts["removeOnFail"] = remove_on_fail
+    for job_id, at in (("a", NOW), ("b", NOW + 20_000)):
+        await add(raw, k, job_id)
+        await raw.hset(k.job(job_id), "opts", json.dumps(opts))
+        await claim(raw, k, now=at)
+        await raw.rpush(k.logs(job_id), "working")
+
+    # When the stall sweep fails them, the second 20 s after the first
+    for at, job_id in ((NOW + 30_001, "a"), (NOW + 50_001, "b")):
+        reply = await call(
+            raw, "sweep_stalled", [*k.group, k.failed], [at, 0, MAXLEN, "src", "", 10]
+        )
+        assert reply == [[], [job_id], [], 0, []]
+
+    # Then the failed set keeps what each job's remove_on_fail keeps, with its hash and logs
+    assert await raw.zrange(k.failed, 0, -1) == kept
+    for job_id in ("a", "b"):
+        left = 2 if job_id in kept else 0
+        assert await raw.exists(k.job(job_id), k.logs(job_id)) == left
+
+
 async def test_sweep_leaves_live_leases_alone(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "a")
     await claim(raw, k)

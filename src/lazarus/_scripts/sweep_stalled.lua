@@ -1,7 +1,8 @@
 --[[
   sweep_stalled: active -> waiting for jobs whose lease expired (the worker died or blocked),
-  or, once a job has stalled more than max_stalled times, active -> failed, or active -> dead
-  letter when a dead letter queue is given. Each stall is recorded as an attempt.
+  or, once a job has stalled more than max_stalled times, active -> failed (under the job's
+  own remove_on_fail, read from its opts, as a worker's failure applies it), or active ->
+  dead letter when a dead letter queue is given. Each stall is recorded as an attempt.
 
   KEYS[1]  wait
   KEYS[2]  prioritized
@@ -87,6 +88,21 @@ local function dead_letter_id(id, attempt, moving)
   return dl_id
 end
 
+-- keep_failed(key): the job's own retention of failed jobs, as KeepPolicy reads its opts'
+-- removeOnFail (true, a count, or {age (s), count}): keep_count, keep_age_ms, remove_now;
+-- all kept when it has none. The options are lazarus's own JSON, never the payload.
+local function keep_failed(key)
+  local ok, opts = pcall(cjson.decode, redis.call('HGET', key, 'opts') or '{}')
+  local rule = ok and type(opts) == 'table' and opts['removeOnFail']
+  if rule == true then return -1, -1, 1 end
+  if type(rule) == 'number' then return rule, -1, 0 end
+  if type(rule) == 'table' then
+    local age = tonumber(rule['age'])
+    return tonumber(rule['count']) or -1, age and age * 1000 or -1, 0
+  end
+  return -1, -1, 0
+end
+
 -- home_of(key): the dead letter queue a replayed job goes back to when that is not this
 -- sweep's own (then it moves there), else nil.
 local function home_of(key)
@@ -132,7 +148,8 @@ for i, id in ipairs(expired) do
           ARGV[5], maxlen)
         dead[#dead + 1] = id
       else
-        fail_terminal(q, KEYS[11], id, now, -1, -1, 0, maxlen)
+        local keep_count, keep_age, remove_now = keep_failed(key)
+        fail_terminal(q, KEYS[11], id, now, keep_count, keep_age, remove_now, maxlen)
         failed[#failed + 1] = id
       end
     else
