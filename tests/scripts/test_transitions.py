@@ -534,6 +534,42 @@ async def test_sweep_fails_a_stalled_job_under_its_own_remove_on_fail(
         assert await raw.exists(k.job(job_id), k.logs(job_id)) == left
 
 
+@pytest.mark.parametrize("replay", [False, True], ids=["job", "replay"])
+@pytest.mark.parametrize("exhaustion", ["fail", "discard"])
+async def test_sweep_follows_a_stalled_jobs_on_exhaustion_over_any_dead_letter_queue(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys, exhaustion: str, replay: bool
+) -> None:
+    # Given a job (or a replay of another dead letter queue's) whose on_exhaustion is fail or
+    # discard, holding logs and a deduplication id, claimed by a worker that died
+    await add(raw, k, "a")
+    opts = {"attempts": 1, "delay": 0, "onExhaustion": exhaustion}
+    await raw.hset(k.job("a"), mapping={"opts": json.dumps(opts), "deid": "order-7"})
+    if replay:
+        await raw.hset(k.job("a"), mapping={"replayOf": "x", "replayDlq": "home-dlq"})
+    await raw.set(k.dedup("order-7"), "a")
+    await claim(raw, k)
+    await raw.rpush(k.logs("a"), "working")
+
+    # When a sweep with a dead letter queue finds it stalled too often
+    keys = [*k.group, k.failed, *d.dead_letter_group, d.job_prefix]
+    reply = await call(raw, "sweep_stalled", keys, [NOW + 30_001, 0, MAXLEN, "src", "src-dlq", 10])
+
+    # Then it is failed, or deleted with its logs and deduplication id, as a worker's
+    # failure for good would leave it: no dead letter, no move
+    assert reply == [[], ["a"], [], 0, []]
+    assert await raw.zcard(d.dl_index("s", "pending")) == 0 and await raw.hlen(k.moves) == 0
+    if exhaustion == "fail":
+        assert await raw.zrange(k.failed, 0, -1) == ["a"]
+        assert (await events(raw, k))[-1]["event"] == "failed"
+    else:
+        assert await raw.zcard(k.failed) == 0
+        assert await raw.exists(k.job("a"), k.logs("a"), k.dedup("order-7")) == 0
+        assert (await events(raw, k))[-1] == {
+            "event": "discarded", "jobId": "a", "failedReason":
+            "job stalled more than allowable limit", "attemptsMade": "1",
+        }  # fmt: skip
+
+
 async def test_sweep_leaves_live_leases_alone(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "a")
     await claim(raw, k)

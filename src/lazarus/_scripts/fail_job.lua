@@ -58,10 +58,7 @@ local code = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
 local made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 if ARGV[15] == '1' then
-  -- Gone for good, so with what it held: its logs and its deduplication id.
-  dedup_release(q.job_prefix, id, true)
-  drop_job(KEYS[11])
-  emit(q.events, maxlen, 'discarded', 'jobId', id, 'failedReason', ARGV[4], 'attemptsMade', made)
+  discard_terminal(q, id, ARGV[4], made, maxlen)
 else
   fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]),
     tonumber(ARGV[10]), maxlen)

@@ -2,7 +2,8 @@
   sweep_stalled: active -> waiting for jobs whose lease expired (the worker died or blocked),
   or, once a job has stalled more than max_stalled times, active -> failed (under the job's
   own remove_on_fail, read from its opts, as a worker's failure applies it), or active ->
-  dead letter when a dead letter queue is given. Each stall is recorded as an attempt.
+  dead letter when a dead letter queue is given, unless the job's on_exhaustion says fail
+  (failed) or discard (deleted). Each stall is recorded as an attempt.
 
   KEYS[1]  wait
   KEYS[2]  prioritized
@@ -45,11 +46,11 @@
   overwrite a dead letter. A second run sweeps only leases that expired since the first.
 
   Returns: {requeued, failed, dead_lettered, more, moves}: the ids of the stalled jobs by
-           outcome (moved ones count as dead-lettered), 1 when the budget stopped the call
+           outcome (moved ones count as dead-lettered, discarded ones as failed), 1 when the budget stopped the call
            before its limit with expired leases left (else 0), and the ids of the moves
            recorded, for the caller to finish (_moves.finish).
-  Events:  stalled (jobId), then waiting, failed or failed + deadLettered as for the other
-           transitions
+  Events:  stalled (jobId), then waiting, failed, discarded or failed + deadLettered as for
+           the other transitions
   Outbox:  dead-lettered, for a job stalled too often
            (while the dead letter queue's outbox is on: includes/outbox.lua)
 ]]
@@ -88,12 +89,18 @@ local function dead_letter_id(id, attempt, moving)
   return dl_id
 end
 
--- keep_failed(key): the job's own retention of failed jobs, as KeepPolicy reads its opts'
--- removeOnFail (true, a count, or {age (s), count}): keep_count, keep_age_ms, remove_now;
--- all kept when it has none. The options are lazarus's own JSON, never the payload.
-local function keep_failed(key)
+-- options_of(key): the job's options, as a table ({} when they cannot be read). They are
+-- lazarus's own JSON, never the payload.
+local function options_of(key)
   local ok, opts = pcall(cjson.decode, redis.call('HGET', key, 'opts') or '{}')
-  local rule = ok and type(opts) == 'table' and opts['removeOnFail']
+  return (ok and type(opts) == 'table') and opts or {}
+end
+
+-- keep_failed(opts): the job's own retention of failed jobs, as KeepPolicy reads its opts'
+-- removeOnFail (true, a count, or {age (s), count}): keep_count, keep_age_ms, remove_now;
+-- all kept when it has none.
+local function keep_failed(opts)
+  local rule = opts['removeOnFail']
   if rule == true then return -1, -1, 1 end
   if type(rule) == 'number' then return rule, -1, 0 end
   if type(rule) == 'table' then
@@ -135,20 +142,27 @@ for i, id in ipairs(expired) do
     emit(q.events, maxlen, 'stalled', 'jobId', id)
     if stalls > max_stalled then
       local reason = 'job stalled more than allowable limit'
-      record_failure(key, now, reason, 'Stalled', cjson.encode(message), record)
-      local home = home_of(key)
-      if home or (has_dlq and across) then
+      local made = record_failure(key, now, reason, 'Stalled', cjson.encode(message), record)
+      local opts = options_of(key)
+      -- As a worker's failure for good: the job's on_exhaustion first, then its own dead
+      -- letter (a replay), then this sweep's dead letter queue, else failed.
+      local exhaustion = opts['onExhaustion']
+      local home = exhaustion ~= 'fail' and exhaustion ~= 'discard' and home_of(key)
+      if exhaustion == 'discard' then
+        discard_terminal(q, id, reason, made, maxlen)
+        failed[#failed + 1] = id
+      elseif home or (has_dlq and across and exhaustion ~= 'fail') then
         local dl_id = dead_letter_id(id, f[2] or '0', true)
         move_out(q, id, moves_key, dl_id, now, 'stalled', ARGV[4], home or ARGV[5], maxlen)
         moves[#moves + 1] = dl_id
         dead[#dead + 1] = id
-      elseif has_dlq then
+      elseif has_dlq and exhaustion ~= 'fail' then
         local dl_id = dead_letter_id(id, f[2] or '0')
         dead_letter(q, id, dlq, dlq.job_prefix .. dl_id, dl_id, now, 'stalled', ARGV[4],
           ARGV[5], maxlen)
         dead[#dead + 1] = id
       else
-        local keep_count, keep_age, remove_now = keep_failed(key)
+        local keep_count, keep_age, remove_now = keep_failed(opts)
         fail_terminal(q, KEYS[11], id, now, keep_count, keep_age, remove_now, maxlen)
         failed[#failed + 1] = id
       end

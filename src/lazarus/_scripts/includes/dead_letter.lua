@@ -138,6 +138,15 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   return dl_id
 end
 
+-- discard_terminal(src, id, reason, made, maxlen): delete the (already released) job `id`
+-- for good (its on_exhaustion is discard), with what it held: its logs and its deduplication
+-- id; its event is discarded instead of failed.
+local function discard_terminal(src, id, reason, made, maxlen)
+  dedup_release(src.job_prefix, id, true)
+  drop_job(src.job_prefix .. id)
+  emit(src.events, maxlen, 'discarded', 'jobId', id, 'failedReason', reason, 'attemptsMade', made)
+end
+
 -- fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen): move the
 -- (already released) job `id` to the failed set and apply its retention policy.
 local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
