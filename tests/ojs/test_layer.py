@@ -138,6 +138,24 @@ async def test_a_nack_from_a_worker_that_does_not_hold_the_job_is_refused(
     assert ack.status_code == 200
 
 
+async def test_one_round_handles_a_bounded_number_of_attempts_past_their_timeout(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    # Given 1,500 attempts past their deadline (of jobs long gone)
+    backend = backend_of(app)
+    timeouts = backend.records.timeouts
+    await backend.client.zadd(timeouts, {f"mail gone{i} t{i}": i for i in range(1500)})
+
+    # When the upkeep runs one round, then another
+    sweeper = Sweeper(backend)
+    await sweeper.tick()
+    after_one = await backend.client.zcard(timeouts)
+    await sweeper.tick()
+
+    # Then the first handled a thousand of them (one read of bounded size), the second the rest
+    assert (after_one, await backend.client.zcard(timeouts)) == (500, 0)
+
+
 async def test_an_attempt_past_its_timeout_fails_and_is_retried(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:

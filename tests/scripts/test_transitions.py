@@ -570,6 +570,60 @@ async def test_sweep_follows_a_stalled_jobs_on_exhaustion_over_any_dead_letter_q
         }  # fmt: skip
 
 
+async def test_a_claim_past_thousands_of_holes_drops_a_bounded_share_and_wakes_a_worker(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    # Given a job behind 2,500 holes (the places of jobs removed from deep inside the list)
+    await add(raw, k, "a")
+    await raw.rpush(k.wait, *[""] * 2500)
+    await raw.hset(k.meta, "holes", 2500)
+
+    # When workers claim, each call woken by the marker the one before left
+    replies, lengths = [], []
+    while not replies or replies[-1][1:] == []:
+        await raw.delete(k.marker)
+        replies.append(await claim(raw, k))
+        lengths.append(await raw.llen(k.wait))
+        assert len(replies) <= 5
+        if replies[-1][1:] == []:
+            assert await raw.zcard(k.marker) == 1  # the next claim comes at once
+
+    # Then each call dropped at most a thousand holes, and the third claimed the job
+    assert lengths == [1501, 501, 0]
+    assert replies[-1][1][0] == "a"
+    assert await raw.hget(k.meta, "holes") is None
+
+
+async def test_an_arrival_forgets_a_bounded_share_of_the_moves_of_a_week_ago(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    # Given 250 moves taken in more than a week ago, and one yesterday
+    week = 7 * 24 * 3600 * 1000
+    await raw.zadd(d.moves_in, {f"old{i}": NOW - week - 1 - i for i in range(250)})
+    await raw.zadd(d.moves_in, {"recent": NOW - week // 7})
+
+    # When one move arrives
+    move = {
+        "kind": "dead_letter",
+        "id": "a",
+        "dl": "dl1",
+        "source": "src",
+        "target": "src-dlq",
+        "reason": "stalled",
+        "at": NOW,
+        "fields": {"name": "n", "data": "{}"},
+        "logs": [],
+    }
+    keys = [*d.dead_letter_group, d.job("dl1"), d.moves_in]
+    assert await call(raw, "dead_letter_in", keys, [json.dumps(move), NOW, MAXLEN]) == ["dl1", 1]
+
+    # Then it forgot the 100 oldest of those past a week, not all 250 at once; the recent
+    # one and the new one stay
+    left = set(await raw.zrange(d.moves_in, 0, -1))
+    assert len(left) == 152 and {"recent", "dl1"} <= left
+    assert not {f"old{i}" for i in range(150, 250)} & left
+
+
 async def test_sweep_leaves_live_leases_alone(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "a")
     await claim(raw, k)

@@ -29,17 +29,16 @@
 ]]
 -- @include events
 -- @include dead_letter
+-- @include moves_in
 
-local KEEP_MS = 7 * 24 * 3600 * 1000
 local mv = cjson.decode(ARGV[1])
 local now = tonumber(ARGV[2])
 local maxlen = ARGV[3]
 local dlq = {dl = KEYS[1], marker = KEYS[2], events = KEYS[3], meta = KEYS[4]}
 local f = mv['fields']
 local lines = mv['logs']
-if redis.call('ZSCORE', KEYS[6], mv['dl']) then return {mv['dl'], 0} end
-redis.call('ZADD', KEYS[6], now, mv['dl'])
-redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - KEEP_MS)
+if move_taken_in(KEYS[6], mv['dl']) then return {mv['dl'], 0} end
+remember_move(KEYS[6], mv['dl'], now)
 
 -- replace_logs(key): the move's log lines become the logs of dead letter hash `key`.
 local function replace_logs(key)

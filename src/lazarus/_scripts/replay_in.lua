@@ -29,14 +29,14 @@
 -- @include events
 -- @include queue_keys
 -- @include enqueue
+-- @include moves_in
 
-local KEEP_MS = 7 * 24 * 3600 * 1000
 local q = queue_keys(1)
 local mv = cjson.decode(ARGV[1])
 local now = tonumber(ARGV[2])
 local f = mv['fields']
 local id = mv['id']
-if redis.call('ZSCORE', KEYS[12], mv['move']) then
+if move_taken_in(KEYS[12], mv['move']) then
   if redis.call('ZSCORE', q.delayed, id) then return 'delayed' end
   if redis.call('ZSCORE', q.prioritized, id) then return 'prioritized' end
   return 'waiting'
@@ -44,8 +44,7 @@ end
 -- The new job's id is another job's (an id the caller chose): nothing is added, and the
 -- caller sends the dead letter back to what it was.
 if redis.call('EXISTS', KEYS[11]) == 1 then return -5 end
-redis.call('ZADD', KEYS[12], now, mv['move'])
-redis.call('ZREMRANGEBYSCORE', KEYS[12], '-inf', now - KEEP_MS)
+remember_move(KEYS[12], mv['move'], now)
 local priority, delay = tonumber(f['priority']) or 0, tonumber(f['delay']) or 0
 redis.call('HSET', KEYS[11], 'name', f['name'], 'data', f['data'], 'opts', f['opts'],
   'timestamp', now, 'delay', delay, 'priority', priority, 'atm', f['atm'], 'attemptsMade', 0,

@@ -23,6 +23,7 @@ SWEEP_EVERY = 0.25  # seconds: a lease expiry is noticed within this
 MAX_STALLED = 5  # leases a job may let expire before it is dead-lettered
 SWEEP_BATCH = 100
 RECORDS_PAUSE = 60.0  # seconds between two walks over the OJS index (Records.prune)
+TIMEOUTS_PER_TICK = 1000  # attempts past their timeout handled per tick, at most
 
 
 class Sweeper:
@@ -36,6 +37,7 @@ class Sweeper:
         self._records_pause = records_pause
         self._records_cursor = 0  # where the walk over the OJS index goes on
         self._records_walk_at = 0.0  # when the next walk may begin (monotonic seconds)
+        self._moves_at = 0.0  # when the next look for moves cut short is due (the same)
 
     def start(self) -> None:
         """Begin the rounds, in the running event loop."""
@@ -75,6 +77,12 @@ class Sweeper:
         backend = self.backend
         records = backend.records
         dlq = backend.keys(backend.dead_letter_queue)
+        loop = asyncio.get_running_loop()
+        # Moves a crash cut short (the ones a sweep records, it finishes at once): a look
+        # now and then is enough.
+        moves_due = loop.time() >= self._moves_at
+        if moves_due:
+            self._moves_at = loop.time() + self._records_pause
         for raw in await backend.client.smembers(records.queues):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
             keys = backend.keys(name)
@@ -86,10 +94,14 @@ class Sweeper:
             )  # fmt: skip
             for move_id in moves:  # a replay of another dead letter queue goes back there
                 await _moves.finish(backend.client, keys, _text(move_id), backend.max_events)
-            await _moves.sweep(backend.client, keys, backend.max_events)  # ones cut short
+            if moves_due:
+                await _moves.sweep(backend.client, keys, backend.max_events)
             if dead:  # the dead letter queue must be known to the store's global view
                 await backend.client.sadd(dlq.dead_letter_registry, backend.dead_letter_queue)
-        due: list[Any] = await backend.client.zrangebyscore(records.timeouts, "-inf", backend.now())
+        # The attempts past their timeout, TIMEOUTS_PER_TICK at most (the rest at the next tick).
+        due: list[Any] = await backend.client.zrangebyscore(
+            records.timeouts, "-inf", backend.now(), start=0, num=TIMEOUTS_PER_TICK
+        )
         for item in due:
             member = item.decode() if isinstance(item, bytes) else str(item)
             if await backend.client.zrem(records.timeouts, member):  # one server acts on it

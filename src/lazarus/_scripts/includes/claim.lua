@@ -36,7 +36,11 @@ local limited_until = -1
 -- claim_next(q, now, token_base, lock_ms, maxlen): move the next job (waiting first, then by
 -- priority) to active under a lease and return {id, token, field, value, ...}, or false when
 -- the queue is paused, empty or at its rate limit. Wakes another idle worker when more jobs
--- are ready.
+-- are ready. What it passes over on the way (holes, ids of jobs gone, index entries of dead
+-- letters gone) it drops, CLAIM_SKIP_AT_MOST at most: past that it returns false with the
+-- marker set, and the worker, woken at once, claims again in a call of its own, so no claim
+-- holds Redis long whatever a removal left behind.
+local CLAIM_SKIP_AT_MOST = 1000
 local function claim_next(q, now, token_base, lock_ms, maxlen)
   local meta = redis.call('HMGET', q.meta, 'paused', 'limiter:max', 'limiter:duration')
   if meta[1] then return false end
@@ -45,9 +49,19 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
     limited_until = now + math.max(redis.call('PTTL', limiter), 0)
     return false
   end
+  local skipped = 0
+  local function skip()
+    skipped = skipped + 1
+    if skipped < CLAIM_SKIP_AT_MOST then return true end
+    redis.call('ZADD', q.marker, 0, '0')
+    return false
+  end
   while true do
     local id = redis.call('RPOP', q.wait)
-    while id and wait_skip_hole(q, id) do id = redis.call('RPOP', q.wait) end
+    while id and wait_skip_hole(q, id) do
+      if not skip() then return false end
+      id = redis.call('RPOP', q.wait)
+    end
     if not id then
       local popped = redis.call('ZPOPMIN', q.prioritized)
       if #popped == 0 then
@@ -94,6 +108,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       for i = 1, #changed do reply[#reply + 1] = changed[i] end
       return reply
     end
+    if not skip() then return false end
   end
 end
 
