@@ -41,6 +41,11 @@ local limited_until = -1
 -- marker set, and the worker, woken at once, claims again in a call of its own, so no claim
 -- holds Redis long whatever a removal left behind.
 local CLAIM_SKIP_AT_MOST = 1000
+local function claim_later(q)
+  redis.call('ZADD', q.marker, 0, '0')
+  return false
+end
+
 local function claim_next(q, now, token_base, lock_ms, maxlen)
   local meta = redis.call('HMGET', q.meta, 'paused', 'limiter:max', 'limiter:duration')
   if meta[1] then return false end
@@ -50,16 +55,11 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
     return false
   end
   local skipped = 0
-  local function skip()
-    skipped = skipped + 1
-    if skipped < CLAIM_SKIP_AT_MOST then return true end
-    redis.call('ZADD', q.marker, 0, '0')
-    return false
-  end
   while true do
     local id = redis.call('RPOP', q.wait)
     while id and wait_skip_hole(q, id) do
-      if not skip() then return false end
+      skipped = skipped + 1
+      if skipped >= CLAIM_SKIP_AT_MOST then return claim_later(q) end
       id = redis.call('RPOP', q.wait)
     end
     if not id then
@@ -108,7 +108,8 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       for i = 1, #changed do reply[#reply + 1] = changed[i] end
       return reply
     end
-    if not skip() then return false end
+    skipped = skipped + 1
+    if skipped >= CLAIM_SKIP_AT_MOST then return claim_later(q) end
   end
 end
 
