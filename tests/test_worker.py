@@ -89,6 +89,74 @@ async def test_a_callback_taken_off_is_called_no_more_and_bad_ones_are_refused(
     await running
 
 
+async def test_a_workers_retention_applies_to_jobs_that_keep_everything(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    # Given three jobs that keep everything and one that keeps the newest five of its kind,
+    # and a worker removing what completes and keeping one failed job
+    plain = [(await queue.add("ok", i)).id for i in range(3)]
+    own = (await queue.add("ok", 9, remove_on_complete=5)).id
+    failing = [(await queue.add("bad", i)).id for i in range(2)]
+
+    def run(job: Job) -> Any:
+        if job.name == "bad":
+            raise ValueError("no")
+        return job.data
+
+    worker = make_worker(run, remove_on_complete=True, remove_on_fail=1, autorun=False)
+    finished = on_count(worker, "completed", 4)
+    failed = on_count(worker, "failed", 2)
+    running = asyncio.create_task(worker.run())
+    await asyncio.wait_for(asyncio.gather(finished.wait(), failed.wait()), 10)
+
+    # Then the jobs that keep everything went by the worker's rules, the other by its own
+    assert await queue.get_completed_count() == 1
+    assert [await queue.get_job(job_id) for job_id in plain] == [None, None, None]
+    assert (await queue.get_job(own)) is not None
+    assert [j.id for j in await queue.get_failed()] in ([failing[0]], [failing[1]])
+    await worker.close()
+    await running
+
+
+async def test_a_worker_of_a_dead_letter_queue_keeps_what_it_completes_by_its_retention(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given three dead letters (which carry no retention of their own)
+    for i in range(3):
+        await queue.add("charge", i)
+
+    def reject(job: Job) -> None:
+        raise UnrecoverableError("no")
+
+    maker = make_worker(reject, dead_letter_queue=dlq.name)
+    await wait_until(lambda: _dead_letters(dlq, 3), message="three dead letters")
+    await maker.close()
+
+    # When a worker of the dead letter queue that removes what completes runs them
+    worker = make_worker(lambda job: "handled", dlq.name, remove_on_complete=True,
+                         autorun=False)  # fmt: skip
+    done = on_count(worker, "completed", 3)
+    running = asyncio.create_task(worker.run())
+    await asyncio.wait_for(done.wait(), 10)
+
+    # Then none of them stays in the dead letter queue's completed set
+    assert await dlq.get_completed_count() == 0
+    assert await dlq.get_dead_letter_count() == 0
+    await worker.close()
+    await running
+
+
+async def _dead_letters(dlq: Queue, count: int) -> bool:
+    return await dlq.get_dead_letter_count() == count
+
+
+def test_a_workers_retention_must_be_one_a_job_could_have(make_worker: MakeWorker) -> None:
+    with pytest.raises(TypeError, match="remove_on_complete must be a bool, an int or a dict"):
+        make_worker(print, remove_on_complete="yes", autorun=False)
+    with pytest.raises(ValueError, match="remove_on_fail has unknown keys"):
+        make_worker(print, remove_on_fail={"days": 3}, autorun=False)
+
+
 async def test_sync_processor_runs_in_a_thread_and_async_in_the_loop(
     queue: Queue, make_worker: MakeWorker
 ) -> None:

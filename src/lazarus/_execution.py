@@ -30,7 +30,7 @@ from .errors import (
     UnrecoverableError,
     error_for_code,
 )
-from .job import DeadLetterReason, Job, JobOptions, as_str, fields_from_reply
+from .job import DeadLetterReason, Job, JobOptions, KeepPolicy, as_str, fields_from_reply
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as async_timeout
@@ -85,6 +85,17 @@ class ExecutionContext:
     max_stack_bytes: int
     backoff_strategy: BackoffStrategy | None = None
     non_retryable: tuple[NonRetryable, ...] = ()
+    # The worker's remove_on_complete / remove_on_fail, for jobs that keep everything.
+    keep_completed: KeepPolicy = dataclasses.field(default_factory=KeepPolicy)
+    keep_failed: KeepPolicy = dataclasses.field(default_factory=KeepPolicy)
+
+
+def kept(own: KeepPolicy, worker: KeepPolicy) -> KeepPolicy:
+    """A job's retention once finished: its own, or its worker's when it keeps everything."""
+    return worker if own == _KEEP_ALL else own
+
+
+_KEEP_ALL = KeepPolicy()
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
@@ -195,7 +206,7 @@ async def finish(
         except (TypeError, ValueError) as exc:
             error = exc
         else:
-            policy = job.opts.keep_completed.args()
+            policy = kept(job.opts.keep_completed, ctx.keep_completed).args()
             record = _replay_record(ctx, job)
             across = record if record and _moves.crosses(ctx.client, ctx.keys, record) else None
             record = None if across else record  # in another cluster slot: settled below
@@ -266,7 +277,7 @@ async def _fail(
     dlq = record or ctx.dlq_keys
     exhaustion = job.opts.on_exhaustion
     if dlq is None or exhaustion in ("fail", "discard"):
-        policy = job.opts.keep_failed.args()
+        policy = kept(job.opts.keep_failed, ctx.keep_failed).args()
         discard = exhaustion == "discard"
         reply = await _scripts.load("fail_job")(
             ctx.client, [*job_keys, ctx.keys.failed, memo],

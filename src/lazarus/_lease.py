@@ -85,7 +85,7 @@ class LeaseKeeper:
             requeued, failed, dead, more, moves = await _scripts.load("sweep_stalled")(
                 ctx.client, keys,
                 [now_ms(), self._max_stalled, ctx.max_events, ctx.keys.queue, dlq_name,
-                 SWEEP_BATCH, across, CALL_BUDGET_US],
+                 SWEEP_BATCH, across, CALL_BUDGET_US, *ctx.keep_failed.args()],
             )  # fmt: skip
             # Replays going back to their own dead letter queue, and dead letters for one in
             # another cluster slot: if this stops half-way, _moves.sweep below finishes them.

@@ -52,7 +52,7 @@ from ._worker_options import (
 from .dead_letter import DeadLetterQueueOptions
 from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
-from .job import MAX_DURATION_MS
+from .job import MAX_DURATION_MS, KeepPolicy, Retention
 from .queue import DEFAULT_MAX_EVENTS
 from .schema import PayloadSchema, Schema, with_payload
 from .workers import Presence
@@ -127,6 +127,8 @@ class Worker:
         weights: Mapping[str, int] | None = None,
         non_retryable: Iterable[NonRetryable] | None = None,
         claim_ahead: bool = True,
+        remove_on_complete: Retention = False,
+        remove_on_fail: Retention = False,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -150,6 +152,8 @@ class Worker:
         self.prune_interval = check_prune_interval(prune_interval)
         self.non_retryable = check_non_retryable(non_retryable)
         claim_ahead = check_flag(claim_ahead, "claim_ahead")
+        self._keep_completed = KeepPolicy.parse(remove_on_complete, "remove_on_complete")
+        self._keep_failed = KeepPolicy.parse(remove_on_fail, "remove_on_fail")
         self.block_timeout = seconds(block_timeout, "block_timeout")
         self.shutdown_timeout = seconds(shutdown_timeout, "shutdown_timeout", zero=True)
         self.job_timeout = (
@@ -219,6 +223,8 @@ class Worker:
             max_stack_bytes=stack_cap,
             backoff_strategy=self.backoff_strategy,
             non_retryable=self.non_retryable,
+            keep_completed=self._keep_completed,
+            keep_failed=self._keep_failed,
         )  # fmt: skip
 
     def _pruner(self) -> Pruner | None:

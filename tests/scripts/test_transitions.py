@@ -503,14 +503,16 @@ async def test_sweep_without_a_dead_letter_queue_fails_the_job(
 
 
 @pytest.mark.parametrize(
-    ("remove_on_fail", "kept"),
-    [(True, []), (1, ["b"]), ({"count": 5, "age": 10}, ["b"]), ("absent", ["a", "b"])],
-    ids=["true", "count", "age", "none"],
-)
+    ("remove_on_fail", "worker", "kept"),
+    [(True, [], []), (1, [], ["b"]), ({"count": 5, "age": 10}, [], ["b"]),
+     ("absent", [], ["a", "b"]), ("absent", [-1, -1, 1], []), (1, [-1, -1, 1], ["b"])],
+    ids=["true", "count", "age", "none", "the worker's", "its own over the worker's"],
+)  # fmt: skip
 async def test_sweep_fails_a_stalled_job_under_its_own_remove_on_fail(
-    raw: aioredis.Redis, k: QueueKeys, remove_on_fail: Any, kept: list[str]
+    raw: aioredis.Redis, k: QueueKeys, remove_on_fail: Any, worker: list[int], kept: list[str]
 ) -> None:
-    # Given two jobs with a remove_on_fail, each claimed by a worker that died
+    # Given two jobs with a remove_on_fail (or none, then the sweeping worker's), each
+    # claimed by a worker that died
     opts = {"attempts": 1, "delay": 0}
     if remove_on_fail != "absent":
         opts["removeOnFail"] = remove_on_fail
@@ -523,8 +525,9 @@ async def test_sweep_fails_a_stalled_job_under_its_own_remove_on_fail(
     # When the stall sweep fails them, the second 20 s after the first
     for at, job_id in ((NOW + 30_001, "a"), (NOW + 50_001, "b")):
         reply = await call(
-            raw, "sweep_stalled", [*k.group, k.failed], [at, 0, MAXLEN, "src", "", 10]
-        )
+            raw, "sweep_stalled", [*k.group, k.failed],
+            [at, 0, MAXLEN, "src", "", 10, 0, "", *worker],
+        )  # fmt: skip
         assert reply == [[], [job_id], [], 0, []]
 
     # Then the failed set keeps what each job's remove_on_fail keeps, with its hash and logs

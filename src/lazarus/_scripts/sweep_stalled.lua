@@ -34,6 +34,8 @@
                             for _moves.py to finish, instead of dead-lettered here
   ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua); ''
                             or absent for none but the limit
+  ARGV[9..11] keep_count, keep_age_ms, remove_now: the worker's own remove_on_fail, for a job
+                            failed here whose options keep everything; absent: keep all
 
   A replayed job stalled too often goes back to the dead letter queue its dead letter waits
   in (the job's replayDlq), as a failing one does (_execution.py), whatever this sweep's own
@@ -98,7 +100,7 @@ end
 
 -- keep_failed(opts): the job's own retention of failed jobs, as KeepPolicy reads its opts'
 -- removeOnFail (true, a count, or {age (s), count}): keep_count, keep_age_ms, remove_now;
--- all kept when it has none.
+-- the worker's (ARGV[9..11]) when it has none.
 local function keep_failed(opts)
   local rule = opts['removeOnFail']
   if rule == true then return -1, -1, 1 end
@@ -107,7 +109,7 @@ local function keep_failed(opts)
     local age = tonumber(rule['age'])
     return tonumber(rule['count']) or -1, age and age * 1000 or -1, 0
   end
-  return -1, -1, 0
+  return tonumber(ARGV[9]) or -1, tonumber(ARGV[10]) or -1, tonumber(ARGV[11]) or 0
 end
 
 -- home_of(key): the dead letter queue a replayed job goes back to when that is not this
