@@ -30,7 +30,15 @@ from .errors import (
     UnrecoverableError,
     error_for_code,
 )
-from .job import DeadLetterReason, Job, JobOptions, KeepPolicy, as_str, fields_from_reply
+from .job import (
+    KEEP_ALL,
+    DeadLetterReason,
+    Job,
+    JobOptions,
+    KeepPolicy,
+    as_str,
+    fields_from_reply,
+)
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as async_timeout
@@ -92,10 +100,7 @@ class ExecutionContext:
 
 def kept(own: KeepPolicy, worker: KeepPolicy) -> KeepPolicy:
     """A job's retention once finished: its own, or its worker's when it keeps everything."""
-    return worker if own == _KEEP_ALL else own
-
-
-_KEEP_ALL = KeepPolicy()
+    return worker if own is KEEP_ALL else own
 
 
 def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:

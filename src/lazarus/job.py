@@ -128,7 +128,7 @@ class KeepPolicy:
     @classmethod
     def parse(cls, value: object, field: str) -> KeepPolicy:
         if value is False or value is None:
-            return cls()
+            return KEEP_ALL
         if value is True:
             return cls(remove_now=True)
         if isinstance(value, int):
@@ -150,6 +150,10 @@ class KeepPolicy:
 
     def args(self) -> list[int]:
         return [self.keep_count, self.keep_age_ms, int(self.remove_now)]
+
+
+KEEP_ALL = KeepPolicy()
+"""Keep every finished job: the default, and what ``KeepPolicy.parse`` gives for ``False``."""
 
 
 @dataclasses.dataclass(frozen=True)
