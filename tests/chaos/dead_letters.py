@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from typing import Any
 
 from lazarus import Job, Queue, Worker
 
@@ -44,6 +45,31 @@ async def make_dead_letters(
     finally:
         await worker.close()
         await source.close()
+
+
+async def dead_letter_each(
+    server: RedisServer, source: Queue, payloads: list[dict[str, Any]], dlq_name: str
+) -> dict[str, int]:
+    """Add one job per payload to ``source`` and let a worker dead-letter each into
+    ``dlq_name``; returns each dead letter's id with its payload's ``i``."""
+    await source.add_bulk({"name": "n", "data": data} for data in payloads)
+    maker = Worker(source.name, _fail_for_good, connection=server.url, prefix=PREFIX,
+                   concurrency=50, dead_letter_queue=dlq_name, block_timeout=0.5)  # fmt: skip
+    dlq = Queue(dlq_name, connection=server.url, prefix=PREFIX)
+    try:
+
+        async def arrived() -> bool:
+            return await dlq.get_dead_letter_count() >= len(payloads)
+
+        assert await wait_for(arrived, 60), f"{len(payloads)} dead letters were not made"
+        return {letter.id: letter.original_data["i"] for letter in await all_dead_letters(dlq)}
+    finally:
+        await maker.close()
+        await dlq.close()
+
+
+async def _fail_for_good(job: Job) -> None:
+    raise ValueError(f"dead letter {job.data['i']}")
 
 
 @dataclasses.dataclass

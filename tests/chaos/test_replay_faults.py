@@ -8,14 +8,14 @@ import asyncio
 import random
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
 
-from lazarus import DeadLetterFilter, Queue, Worker
+from lazarus import DeadLetterFilter, Queue
 
 from .audit import all_dead_letters
-from .harness import PREFIX, Scenario, wait_for
+from .dead_letters import dead_letter_each
+from .harness import Scenario, wait_for
 from .pool import RunLog
 from .report import Findings
 
@@ -23,10 +23,6 @@ pytestmark = pytest.mark.chaos
 
 HOME, OTHER = "home-dlq", "other-dlq"
 LETTERS = 400
-
-
-async def _fail_for_good(job: Any) -> None:
-    raise ValueError(f"job {job.data['i']} failed")
 
 
 async def _settled(home: Queue) -> bool:
@@ -43,13 +39,8 @@ async def test_replays_killed_under_workers_of_another_dlq_or_none_go_home(
     # allowed: half with "other-dlq" as their dead letter queue, half with none
     server = scenario.redis()
     source = scenario.queue(server, "src")
-    await source.add_bulk({"name": "n", "data": {"i": i}} for i in range(LETTERS))
-    maker = Worker("src", _fail_for_good, connection=server.url, prefix=PREFIX, concurrency=50,
-                   dead_letter_queue=HOME, block_timeout=0.5)  # fmt: skip
+    letters = await dead_letter_each(server, source, [{"i": i} for i in range(LETTERS)], HOME)
     home = scenario.queue(server, HOME)
-    assert await wait_for(lambda: _arrived(home), 60), "the dead letters were not made"
-    await maker.close()
-    letters = {letter.id: letter.original_data["i"] for letter in await all_dead_letters(home)}
     pool = scenario.workers(server, "src", dlq=OTHER, concurrency=8, lock_duration=1000,
                             stalled_interval=500, max_stalled_count=0,
                             shutdown_timeout=0.2)  # fmt: skip
@@ -115,7 +106,3 @@ async def test_replays_killed_under_workers_of_another_dlq_or_none_go_home(
         f"statuses {dict(statuses)}; settled: {settled}"
     )
     await scenario.finish(findings)
-
-
-async def _arrived(home: Queue) -> bool:
-    return await home.get_dead_letter_count() >= LETTERS
