@@ -34,8 +34,9 @@
                             for _moves.py to finish, instead of dead-lettered here
   ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua); ''
                             or absent for none but the limit
-  ARGV[9..11] keep_count, keep_age_ms, remove_now: the worker's own remove_on_fail, for a job
-                            failed here whose options keep everything; absent: keep all
+  ARGV[9]  keep_count       ARGV[9..11]: the worker's own remove_on_fail (KeepPolicy.args),
+  ARGV[10] keep_age_ms      for a job failed here whose options keep everything; absent:
+  ARGV[11] remove_now       keep all
 
   A replayed job stalled too often goes back to the dead letter queue its dead letter waits
   in (the job's replayDlq), as a failing one does (_execution.py), whatever this sweep's own
