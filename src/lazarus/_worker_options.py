@@ -57,14 +57,6 @@ def seconds(value: object, field: str, *, zero: bool = False) -> float:
     return float(value)
 
 
-def check_prune_interval(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"prune_interval must be a number > 0 or None, got {value!r}")
-    return float(value)
-
-
 def check_flag(value: object, field: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{field} must be a bool, got {value!r}")

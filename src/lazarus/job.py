@@ -52,6 +52,17 @@ def check_int(value: object, field: str, *, minimum: int, maximum: int | None = 
     return value
 
 
+def check_positive_or_none(value: object, field: str, unit: str = "") -> float | None:
+    """``value`` as a float when it is a number > 0 (not a bool), ``None`` for ``None``; else
+    raise naming ``field`` (and the ``unit`` it counts in, if given)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{field} must be a number > 0{unit and f' ({unit})'} or None, "
+                         f"got {value!r}")  # fmt: skip
+    return float(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Backoff:
     """How long to wait before a retry: ``fixed`` waits ``delay`` ms each time,

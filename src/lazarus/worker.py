@@ -43,7 +43,6 @@ from ._worker_options import (
     WorkerEvent,
     check_event,
     check_flag,
-    check_prune_interval,
     dead_letter_options,
     positive,
     seconds,
@@ -52,7 +51,7 @@ from ._worker_options import (
 from .dead_letter import DeadLetterQueueOptions
 from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
-from .job import MAX_DURATION_MS, KeepPolicy, Retention
+from .job import MAX_DURATION_MS, KeepPolicy, Retention, check_positive_or_none
 from .queue import DEFAULT_MAX_EVENTS
 from .schema import PayloadSchema, Schema, with_payload
 from .workers import Presence
@@ -149,7 +148,7 @@ class Worker:
         )
         self.max_stalled_count = positive(max_stalled_count, "max_stalled_count", minimum=0)
         self.dead_letter_queue = dead_letter_options(dead_letter_queue, self.queue_name)
-        self.prune_interval = check_prune_interval(prune_interval)
+        self.prune_interval = check_positive_or_none(prune_interval, "prune_interval", "seconds")
         self.non_retryable = check_non_retryable(non_retryable)
         claim_ahead = check_flag(claim_ahead, "claim_ahead")
         self._keep_completed = KeepPolicy.parse(remove_on_complete, "remove_on_complete")

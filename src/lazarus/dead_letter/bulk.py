@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .._connection import now_ms
+from ..job import check_positive_or_none
 from . import search, store
 from .filters import DeadLetterFilter
 
@@ -44,11 +45,7 @@ def check_batch(batch_size: object) -> int:
 
 
 def check_rate(rate: object) -> float | None:
-    if rate is None:
-        return None
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
-        raise ValueError(f"rate must be a number > 0 (dead letters per second), got {rate!r}")
-    return float(rate)
+    return check_positive_or_none(rate, "rate", "dead letters per second")
 
 
 def check_progress(on_progress: object) -> Progress | None:

@@ -24,6 +24,7 @@ from typing import Any, Literal, cast
 from .._codec import text as _text
 from .._connection import now_ms
 from ..dead_letter import DeadLetterFilter
+from ..dead_letter.bulk import check_rate
 from ..operators import Operators
 from ..queue import Queue
 
@@ -125,10 +126,7 @@ class BulkOperations:
         """Record a new operation and start it in the background; returns its record."""
         if action not in ("replay", "purge"):
             raise ValueError(f"action must be 'replay' or 'purge', got {action!r}")
-        if rate is not None and (
-            isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0
-        ):
-            raise ValueError(f"rate must be a number > 0, got {rate!r}")
+        check_rate(rate)
         if (
             isinstance(batch_size, bool)
             or not isinstance(batch_size, int)
