@@ -92,10 +92,10 @@ local function dead_letter_id(id, attempt, moving)
   return dl_id
 end
 
--- options_of(key): the job's options, as a table ({} when they cannot be read). They are
--- lazarus's own JSON, never the payload.
-local function options_of(key)
-  local ok, opts = pcall(cjson.decode, redis.call('HGET', key, 'opts') or '{}')
+-- options_of(raw): the job's options (its 'opts' field), as a table ({} when they cannot be
+-- read). They are lazarus's own JSON, never the payload.
+local function options_of(raw)
+  local ok, opts = pcall(cjson.decode, raw or '{}')
   return (ok and type(opts) == 'table') and opts or {}
 end
 
@@ -113,11 +113,12 @@ local function keep_failed(opts)
   return tonumber(ARGV[9]) or -1, tonumber(ARGV[10]) or -1, tonumber(ARGV[11]) or 0
 end
 
--- home_of(key): the dead letter queue a replayed job goes back to when that is not this
--- sweep's own (then it moves there), else nil.
-local function home_of(key)
-  local f = redis.call('HMGET', key, 'replayOf', 'replayDlq')
-  if f[1] and f[2] and f[2] ~= '' and f[2] ~= ARGV[5] then return f[2] end
+-- home_of(replay_of, replay_dlq): the dead letter queue a replayed job (its fields of those
+-- names) goes back to when that is not this sweep's own (then it moves there), else nil.
+local function home_of(replay_of, replay_dlq)
+  if replay_of and replay_dlq and replay_dlq ~= '' and replay_dlq ~= ARGV[5] then
+    return replay_dlq
+  end
   return nil
 end
 
@@ -134,7 +135,8 @@ for i, id in ipairs(expired) do
   local key = q.job_prefix .. id
   -- From the tail, where the oldest claims are (includes/finish.lua's release).
   if redis.call('LREM', q.active, -1, id) == 1 and redis.call('EXISTS', key) == 1 then
-    local f = redis.call('HMGET', key, 'processedOn', 'ats', 'lockToken')
+    local f = redis.call('HMGET', key, 'processedOn', 'ats', 'lockToken', 'opts', 'replayOf',
+      'replayDlq')
     redis.call('HDEL', key, 'lockToken')
     local stalls = redis.call('HINCRBY', key, 'stalledCounter', 1)
     local message = 'job stalled: its lock expired (stall ' .. stalls .. ')'
@@ -146,20 +148,21 @@ for i, id in ipairs(expired) do
     if stalls > max_stalled then
       local reason = 'job stalled more than allowable limit'
       local made = record_failure(key, now, reason, 'Stalled', cjson.encode(message), record)
-      local opts = options_of(key)
+      local opts = options_of(f[4])
       -- As a worker's failure for good: the job's on_exhaustion first, then its own dead
       -- letter (a replay), then this sweep's dead letter queue, else failed.
       local exhaustion = opts['onExhaustion']
-      local home = exhaustion ~= 'fail' and exhaustion ~= 'discard' and home_of(key)
+      local dead_letters = exhaustion ~= 'fail' and exhaustion ~= 'discard'
+      local home = dead_letters and home_of(f[5], f[6])
       if exhaustion == 'discard' then
         discard_terminal(q, id, reason, made, maxlen)
         failed[#failed + 1] = id
-      elseif home or (has_dlq and across and exhaustion ~= 'fail') then
+      elseif home or (dead_letters and has_dlq and across) then
         local dl_id = dead_letter_id(id, f[2] or '0', true)
         move_out(q, id, moves_key, dl_id, now, 'stalled', ARGV[4], home or ARGV[5], maxlen)
         moves[#moves + 1] = dl_id
         dead[#dead + 1] = id
-      elseif has_dlq and exhaustion ~= 'fail' then
+      elseif dead_letters and has_dlq then
         local dl_id = dead_letter_id(id, f[2] or '0')
         dead_letter(q, id, dlq, dlq.job_prefix .. dl_id, dl_id, now, 'stalled', ARGV[4],
           ARGV[5], maxlen)
