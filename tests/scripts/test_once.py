@@ -63,6 +63,19 @@ async def claim(raw: aioredis.Redis, k: QueueKeys, call_id: str, count: int = 1)
     return await call(raw, "claim_jobs", keys, [NOW, "w1", LOCK_MS, count, MAXLEN, call_id])
 
 
+async def token_of(raw: aioredis.Redis, k: QueueKeys, job_id: str) -> str:
+    """The lock token job ``job_id`` is held under."""
+    token = await raw.hget(k.job(job_id), "lockToken")
+    assert token is not None, f"{job_id} is not held"
+    return str(token)
+
+
+def claim_of(token: str) -> str:
+    """What a claim appended to w1's token base: '<attempt>:<active event id>'."""
+    assert token.startswith("w1:"), token
+    return token[len("w1:") :]
+
+
 def failure() -> list[Any]:
     attempt = json.dumps({"attempt": 1, "error": "boom", "outcome": "failed"})
     return ["boom", "RuntimeError", json.dumps("Traceback ...\nRuntimeError: boom"), attempt]
@@ -99,13 +112,13 @@ async def test_an_outcome_run_twice_answers_alike_and_changes_nothing_the_second
 ) -> None:
     await add(raw, k, "a", "b", attempts=3)
     await claim(raw, k, "c1")
-    name, keys, args = outcome(script, k, d, "a", "w1:1")
+    name, keys, args = outcome(script, k, d, "a", await token_of(raw, k, "a"))
 
     first = await call(raw, name, keys, args)
     after_first = await snapshot(raw, prefix)
     second = await call(raw, name, keys, args)
 
-    assert first[0] == 0 and first[2][:2] == ["b", "w1:1"]  # it claimed b
+    assert first[0] == 0 and first[2][:2] == ["b", await token_of(raw, k, "b")]  # it claimed b
     assert second == first
     assert await snapshot(raw, prefix) == after_first
 
@@ -116,7 +129,7 @@ async def test_a_second_run_leaves_out_a_next_job_taken_back_since(
 ) -> None:
     await add(raw, k, "a", "b", "c", attempts=3)
     await claim(raw, k, "c1")
-    name, keys, args = outcome(script, k, d, "a", "w1:1")
+    name, keys, args = outcome(script, k, d, "a", await token_of(raw, k, "a"))
     await call(raw, name, keys, args)  # finishes a, claims b
     # b's lease expires and a stall sweep gives it back to the queue.
     await raw.zadd(k.leases, {"b": 0})
@@ -131,22 +144,53 @@ async def test_a_second_run_leaves_out_a_next_job_taken_back_since(
     assert await raw.hget(k.job("c"), "lockToken") is None  # nothing else was claimed
 
 
-async def test_a_lost_lock_is_refused_though_the_memo_holds_the_same_token_for_another_job(
+async def test_a_lost_lock_is_refused_though_the_memo_names_the_same_worker_and_attempt(
     raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
 ) -> None:
-    # a and b are both first attempts of w1: both run under the token "w1:1".
+    # a and b are both first attempts of w1.
     await add(raw, k, "a", "b")
     await claim(raw, k, "c1")
-    name, keys, args = outcome("complete_job", k, d, "a", "w1:1")
-    await call(raw, name, keys, args)  # finishes a, claims b under "w1:1"
+    name, keys, args = outcome("complete_job", k, d, "a", await token_of(raw, k, "a"))
+    await call(raw, name, keys, args)  # finishes a, claims b
+    b_token = await token_of(raw, k, "b")
     await raw.zadd(k.leases, {"b": 0})
     await call(raw, "sweep_stalled", [*k.group, k.failed], [NOW, 1, MAXLEN, "src", "", 10])
 
-    name, keys, args = outcome("complete_job", k, d, "b", "w1:1")
+    name, keys, args = outcome("complete_job", k, d, "b", b_token)
     reply = await call(raw, name, keys, args)
 
     assert reply == [-2]
     assert await raw.zrange(k.completed, 0, -1) == ["a"]
+
+
+async def test_a_lost_lock_of_a_job_ids_new_life_is_refused_though_its_old_life_is_in_the_memo(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    # Given job "a" claimed by w1, completed from slot 0 and removed on completion (the memo
+    # of slot 0 remembers that outcome), then added again under its id and claimed by w1 in a
+    # claim of its own: the first attempt of the same id by the same worker again
+    await add(raw, k, "a")
+    await claim(raw, k, "c1")
+    first_life = await token_of(raw, k, "a")
+    name, keys, args = outcome("complete_job", k, d, "a", first_life)
+    args[6], args[8] = 1, 0  # removed on completion; claims nothing next
+    assert (await call(raw, name, keys, args))[0] == 0
+    await add(raw, k, "a")
+    await claim(raw, k, "c2")
+    second_life = await token_of(raw, k, "a")
+
+    # When its lease lapses, the sweep takes it back, and slot 0 sends its outcome
+    await raw.zadd(k.leases, {"a": 0})
+    await call(raw, "sweep_stalled", [*k.group, k.failed], [NOW, 1, MAXLEN, "src", "", 10])
+    name, keys, args = outcome("complete_job", k, d, "a", second_life)
+    args[6], args[8] = 1, 0
+    reply = await call(raw, name, keys, args)
+
+    # Then the outcome is refused: the memo's completion was the earlier life's, and this run
+    # was never recorded (the job waits to run again)
+    assert reply == [-2]
+    assert await raw.lrange(k.wait, 0, -1) == ["a"]
+    assert await raw.zcard(k.completed) == 0
 
 
 @pytest.mark.parametrize("script", OUTCOMES)
@@ -155,16 +199,18 @@ async def test_the_next_call_in_the_slot_runs_as_usual_and_replaces_the_memo(
 ) -> None:
     await add(raw, k, "a", "b", "c", attempts=3)
     await claim(raw, k, "c1")
-    name, keys, args = outcome("complete_job", k, d, "a", "w1:1")
+    name, keys, args = outcome("complete_job", k, d, "a", await token_of(raw, k, "a"))
     await call(raw, name, keys, args)  # finishes a, claims b
+    b_token = await token_of(raw, k, "b")
 
-    name, keys, args = outcome(script, k, d, "b", "w1:1")
+    name, keys, args = outcome(script, k, d, "b", b_token)
     reply = await call(raw, name, keys, args)
 
-    assert reply[0] == 0 and reply[2][:2] == ["c", "w1:1"]
+    c_token = await token_of(raw, k, "c")
+    assert reply[0] == 0 and reply[2][:2] == ["c", c_token]
     assert await raw.lrange(k.active, 0, -1) == ["c"]
     assert await raw.hget(k.job("b"), "lockToken") is None
-    assert await raw.get(k.reply("w1", "0")) == "c 1\nb w1:1"
+    assert await raw.get(k.reply("w1", "0")) == f"c {claim_of(c_token)}\nb {b_token}"
 
 
 # -- claim_jobs -------------------------------------------------------------------------------
@@ -179,7 +225,8 @@ async def test_a_claim_run_twice_returns_its_jobs_again_and_claims_no_more(
     after_first = await snapshot(raw, prefix)
     second = await claim(raw, k, "c1", count=2)
 
-    assert [job[:2] for job in first[1:]] == [["a", "w1:1"], ["b", "w1:1"]]
+    held = [["a", await token_of(raw, k, "a")], ["b", await token_of(raw, k, "b")]]
+    assert [job[:2] for job in first[1:]] == held
     assert second == first
     assert await snapshot(raw, prefix) == after_first
     assert await raw.lrange(k.wait, 0, -1) == ["c"]
@@ -193,7 +240,7 @@ async def test_a_claim_with_a_new_call_id_claims_as_usual(
 
     reply = await claim(raw, k, "c2")
 
-    assert reply[1][:2] == ["b", "w1:1"]
+    assert reply[1][:2] == ["b", await token_of(raw, k, "b")]
     assert await raw.lrange(k.active, 0, -1) == ["b", "a"]
 
 
@@ -204,4 +251,4 @@ async def test_a_claim_that_found_nothing_leaves_no_memo(raw: aioredis.Redis, k:
     # Nothing was orphaned: the same call run again claims what has arrived since.
     reply = await claim(raw, k, "c1")
 
-    assert reply[1][:2] == ["a", "w1:1"]
+    assert reply[1][:2] == ["a", await token_of(raw, k, "a")]

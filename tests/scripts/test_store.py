@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from lazarus._keys import QueueKeys
 from lazarus.dead_letter.filters import combo_key
 
-from .test_transitions import MAXLEN, NOW, add, call, claim, dead_letter_keys, events
+from .test_transitions import MAXLEN, NOW, add, call, claim_token, dead_letter_keys, events
 
 
 @pytest.fixture
@@ -90,13 +90,13 @@ async def test_dead_letter_job_writes_every_index_in_the_same_step(
     raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
 ) -> None:
     await add(raw, k, "a")
-    await claim(raw, k)
+    token = await claim_token(raw, k)
 
     await call(
         raw,
         "dead_letter_job",
         dead_letter_keys(k, d, "a", "dl1"),
-        ["a", "w1:1", NOW, "boom", "RuntimeError", '"tb"', "{}", "unrecoverable", "src",
+        ["a", token, NOW, "boom", "RuntimeError", '"tb"', "{}", "unrecoverable", "src",
          "src-dlq", "dl1", MAXLEN, 0, "w1", 30_000],
     )  # fmt: skip
 

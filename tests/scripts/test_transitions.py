@@ -67,32 +67,40 @@ async def claim(raw: aioredis.Redis, k: QueueKeys, count: int = 1, now: int = NO
     return await call(raw, "claim_jobs", claim_keys(k), args)
 
 
+async def claim_token(raw: aioredis.Redis, k: QueueKeys) -> str:
+    """Claim the next job as worker w1; the lock token it holds the job under."""
+    return str((await claim(raw, k))[1][1])
+
+
 def memo(k: QueueKeys) -> str:
     """The reply memo of worker w1's slot 0, where its outcome scripts remember replies."""
     return k.reply("w1", "0")
 
 
-# Job "a" in a state its would-be owner cannot finish, with the token it tries and the code
-# the script answers: gone, held by another worker, never claimed, not in the active list.
+# Job "a" in a state its would-be owner cannot finish, with the token it tries (None: the one
+# its claim gave) and the code the script answers: gone, held by another worker, never
+# claimed, not in the active list.
 NOT_OWNED = pytest.mark.parametrize(
     ("setup", "token", "code"),
     [
         ("none", "w1:1", -1),
         ("claimed", "other:1", -2),
         ("unclaimed", "w1:1", -2),
-        ("not-active", "w1:1", -3),
+        ("not-active", None, -3),
     ],
 )
 
 
-async def not_owned(raw: aioredis.Redis, k: QueueKeys, setup: str) -> None:
-    """Set job "a" up as a ``NOT_OWNED`` case says."""
+async def not_owned(raw: aioredis.Redis, k: QueueKeys, setup: str, token: str | None) -> str:
+    """Set job "a" up as a ``NOT_OWNED`` case says; the token to try."""
     if setup != "none":
         await add(raw, k, "a")
     if setup in ("claimed", "not-active"):
-        await claim(raw, k)
+        token = token or await claim_token(raw, k)
     if setup == "not-active":
         await raw.lrem(k.active, 0, "a")
+    assert token is not None
+    return token
 
 
 # -- add_jobs ---------------------------------------------------------------------------------
@@ -136,10 +144,13 @@ async def test_claim_moves_the_oldest_job_to_active_under_a_lease(
 
     next_due, job = reply[0], reply[1]
     assert next_due == -1
-    assert job[:2] == ["a", "w1:1"]
+    assert job[0] == "a"
+    # The token names this claim: the worker, the attempt, and the claim's active event.
+    active = (await raw.xrange(k.events))[-1][0]
+    assert job[1] == f"w1:1:{active}"
     assert await raw.lrange(k.active, 0, -1) == ["a"]
     assert await raw.zscore(k.leases, "a") == NOW + 30_000
-    assert await raw.hget(k.job("a"), "lockToken") == "w1:1"
+    assert await raw.hget(k.job("a"), "lockToken") == job[1]
     assert await raw.zcard(k.marker) == 1  # "b" is still ready: another worker is woken
     assert (await events(raw, k))[-1] == {"event": "active", "jobId": "a"}
 
@@ -222,13 +233,13 @@ def complete_args(job_id: str, token: str, *, remove_now: int = 0, keep: int = -
 
 async def test_complete_moves_active_to_completed(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "a")
-    await claim(raw, k)
+    token = await claim_token(raw, k)
 
     reply = await call(
         raw,
         "complete_job",
         [*k.group, k.job("a"), k.completed, memo(k)],
-        complete_args("a", "w1:1"),
+        complete_args("a", token),
     )
 
     assert reply[0] == 0
@@ -248,13 +259,13 @@ async def test_complete_moves_active_to_completed(raw: aioredis.Redis, k: QueueK
 
 async def test_complete_with_remove_now_deletes_the_job(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "a")
-    await claim(raw, k)
+    token = await claim_token(raw, k)
 
     await call(
         raw,
         "complete_job",
         [*k.group, k.job("a"), k.completed, memo(k)],
-        complete_args("a", "w1:1", remove_now=1),
+        complete_args("a", token, remove_now=1),
     )
 
     assert not await raw.exists(k.job("a"))
@@ -274,10 +285,10 @@ async def test_completions_trim_a_large_finished_set_a_bounded_number_at_a_time(
     sizes = []
     for job_id in ("a", "b", "c"):
         await add(raw, k, job_id)
-        await claim(raw, k)
+        token = await claim_token(raw, k)
         await call(
             raw, "complete_job", [*k.group, k.job(job_id), k.completed, memo(k)],
-            complete_args(job_id, "w1:1", keep=10),
+            complete_args(job_id, token, keep=10),
         )  # fmt: skip
         sizes.append(await raw.zcard(k.completed))
 
@@ -290,9 +301,9 @@ async def test_completions_trim_a_large_finished_set_a_bounded_number_at_a_time(
 
 @NOT_OWNED
 async def test_complete_refuses_a_worker_that_does_not_own_the_job(
-    raw: aioredis.Redis, k: QueueKeys, setup: str, token: str, code: int
+    raw: aioredis.Redis, k: QueueKeys, setup: str, token: str | None, code: int
 ) -> None:
-    await not_owned(raw, k, setup)
+    token = await not_owned(raw, k, setup, token)
 
     reply = await call(
         raw, "complete_job", [*k.group, k.job("a"), k.completed, memo(k)], complete_args("a", token)
@@ -314,13 +325,13 @@ async def test_retry_puts_the_job_in_delayed_with_its_backoff(
     raw: aioredis.Redis, k: QueueKeys
 ) -> None:
     await add(raw, k, "a", attempts=3)
-    await claim(raw, k)
+    token = await claim_token(raw, k)
 
     reply = await call(
         raw,
         "retry_job",
         [*k.group, k.job("a"), memo(k)],
-        ["a", "w1:1", NOW, 250, *failure(), MAXLEN, 0, "w1", 30_000],
+        ["a", token, NOW, 250, *failure(), MAXLEN, 0, "w1", 30_000],
     )
 
     assert reply[0] == 0
@@ -348,13 +359,13 @@ async def test_retry_by_a_stranger_is_refused(raw: aioredis.Redis, k: QueueKeys)
 
 async def test_fail_moves_the_job_to_failed(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "a")
-    await claim(raw, k)
+    token = await claim_token(raw, k)
 
     reply = await call(
         raw,
         "fail_job",
         [*k.group, k.job("a"), k.failed, memo(k)],
-        ["a", "w1:1", NOW, *failure(), -1, -1, 0, MAXLEN, 0, "w1", 30_000],
+        ["a", token, NOW, *failure(), -1, -1, 0, MAXLEN, 0, "w1", 30_000],
     )
 
     assert reply[0] == 0
@@ -387,7 +398,7 @@ async def test_dead_letter_moves_the_job_with_its_history_in_one_step(
 ) -> None:
     payload = '{"big":123456789012345678901234567890,"e":[],"o":{}}'
     await add(raw, k, "a", data=payload)
-    await claim(raw, k)
+    token = await claim_token(raw, k)
 
     reply = await call(
         raw,
@@ -395,7 +406,7 @@ async def test_dead_letter_moves_the_job_with_its_history_in_one_step(
         dead_letter_keys(k, d, "a", "dl1"),
         [
             "a",
-            "w1:1",
+            token,
             NOW,
             *failure(),
             "attempts_exhausted",
@@ -733,15 +744,13 @@ async def test_extend_locks_renews_leases_while_redis_is_at_its_memory_limit(
 ) -> None:
     # Given a running job, and Redis refusing every write that could grow memory
     await add(raw, k, "a")
-    await claim(raw, k)
+    token = await claim_token(raw, k)
     async with out_of_memory(raw):
         with pytest.raises(OutOfMemoryError):
             await raw.set(k.base + "probe", "x")  # (the limit is in force)
 
         # When its worker renews the lease
-        lost = await call(
-            raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", "w1:1"]
-        )
+        lost = await call(raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", token])
 
     # Then the lease is renewed: renewal grows nothing, so the limit must not stop it
     assert lost == []
@@ -753,10 +762,10 @@ async def test_extend_locks_renews_held_leases_and_reports_lost_ones(
 ) -> None:
     await add(raw, k, "a")
     await add(raw, k, "b")
-    await claim(raw, k, count=2)
+    token = (await claim(raw, k, count=2))[1][1]
 
     lost = await call(
-        raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", "w1:1", "b", "stolen:1"]
+        raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", token, "b", "stolen:1"]
     )
 
     assert lost == ["b"]
@@ -797,10 +806,10 @@ async def test_remove_job_searches_the_wait_list_only_for_a_job_in_no_set(
     # Given a completed job, and one waiting
     keys = [*k.group, k.completed, k.failed]
     await add(raw, k, "done")
-    await claim(raw, k)
+    token = await claim_token(raw, k)
     await call(
         raw, "complete_job", [*k.group, k.job("done"), k.completed, memo(k)],
-        complete_args("done", "w1:1"),
+        complete_args("done", token),
     )  # fmt: skip
     await add(raw, k, "waiting")
 

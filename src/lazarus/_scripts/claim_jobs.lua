@@ -15,7 +15,8 @@
   KEYS[11] reply            the worker's claim memo (includes/once.lua)
 
   ARGV[1]  now              milliseconds
-  ARGV[2]  token_base       the worker's token; each claim appends ':<attempt started>'
+  ARGV[2]  token_base       the worker's token; each claim appends ':<attempt started>:<the
+                            ID of its active event>'
   ARGV[3]  lock_ms          lease length
   ARGV[4]  count            most jobs to claim
   ARGV[5]  maxlen           events stream length

@@ -90,14 +90,19 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
           break
         end
       end
-      local token = token_base .. ':' .. started
+      -- The token names this claim alone: the ID of its 'active' event is unique in the
+      -- queue's stream. A job removed and added again under its id starts its attempts at 1
+      -- again; with '<worker>:<attempt>' alone, the same worker slot could claim it under the
+      -- token of its earlier life, and the reply memo of that life's outcome
+      -- (includes/once.lua) would then answer for an outcome of this one.
+      local event = emit(q.events, maxlen, 'active', 'jobId', id)
+      local token = token_base .. ':' .. started .. ':' .. event
       local changed = {'ats', tostring(started), 'lockToken', token, 'processedOn', tostring(now)}
       redis.call('HSET', key, unpack(changed))
       redis.call('ZADD', q.leases, now + lock_ms, id)
       if limiter and redis.call('INCR', limiter) == 1 then
         redis.call('PEXPIRE', limiter, meta[3])
       end
-      emit(q.events, maxlen, 'active', 'jobId', id)
       if redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0
           or redis.call('ZCARD', q.dl .. 'i:s:pending') > 0 then
         redis.call('ZADD', q.marker, 0, '0')

@@ -2,10 +2,11 @@
 -- is sent again by the client; the memo lets the second run answer as the first did instead of
 -- running again. One memo per worker slot (KEYS: <prefix>:{<queue>}:reply:<worker>:<slot>),
 -- overwritten by the slot's next call and expiring on its own, so memory stays bounded:
---   '<job id> <attempt> <job id> <attempt> ...\n<call id>'
--- the jobs the call claimed, each by its id and the attempt number that ends its lock token
--- ('<token_base>:<attempt>'), then the call's id. Job ids hold no whitespace, so the first
--- newline ends the jobs; a call id may hold anything.
+--   '<job id> <claim> <job id> <claim> ...\n<call id>'
+-- the jobs the call claimed, each by its id and what ends its lock token after the call's
+-- token base ('<token_base>:<claim>', the claim being '<attempt>:<event id>': includes/claim.lua),
+-- then the call's id. Job ids and claims hold no whitespace, so the first newline ends the
+-- jobs; a call id may hold anything.
 -- Needs the claim include (claimed_reply, next_due).
 
 -- memo_save(key, call_id, jobs, token_base, ttl_ms): remember that call_id claimed `jobs`
@@ -27,9 +28,9 @@ local function memo_replay(q, key, call_id, token_base)
   local cut = string.find(memo, '\n', 1, true)
   if not cut or string.sub(memo, cut + 1) ~= call_id then return nil end
   local jobs = {}
-  for id, attempt in string.gmatch(string.sub(memo, 1, cut - 1), '(%S+) (%d+)') do
+  for id, claim in string.gmatch(string.sub(memo, 1, cut - 1), '(%S+) (%S+)') do
     local job_key = q.job_prefix .. id
-    local token = token_base .. ':' .. attempt
+    local token = token_base .. ':' .. claim
     if redis.call('HGET', job_key, 'lockToken') == token then
       jobs[#jobs + 1] = claimed_reply(job_key, id, token)
     end
@@ -37,8 +38,8 @@ local function memo_replay(q, key, call_id, token_base)
   return jobs
 end
 
--- An outcome script's call id is '<job id> <lock token>': a token is unique to one attempt of
--- one job, but two jobs' first attempts by one worker share it.
+-- An outcome script's call id is '<job id> <lock token>': a token names one claim of one job,
+-- in this life of its id or any other.
 
 -- outcome_done(q, key, id, token, job, token_base, lock_ms): the reply of an outcome script
 -- that finished job `id` held under `token` and claimed `job` (or false); remembered for
