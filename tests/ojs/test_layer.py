@@ -283,6 +283,42 @@ async def test_the_records_of_jobs_the_engine_let_go_of_expire_and_leave_the_ind
     assert (await state_of(client, waiting))["state"] == "available"
 
 
+async def test_the_record_of_a_dead_lettered_job_is_kept_while_its_dead_letter_is(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, prefix: str, redis_url: str
+) -> None:
+    # Given a job dead-lettered over OJS, and one cancelled
+    dead = await enqueue(client, retry=RETRY_ONCE)
+    await fetch(client)
+    nack = await client.post("/ojs/v1/workers/nack", json={
+        "job_id": dead, "error": {"code": "handler_error", "message": "smtp down"}})  # fmt: skip
+    assert nack.json()["state"] == "discarded"
+    cancelled = await enqueue(client)
+    assert (await client.delete(f"/ojs/v1/jobs/{cancelled}")).status_code == 200
+    record = f"{prefix}:{{mail}}:ojs:"
+    sweeper = Sweeper(backend_of(app), records_pause=0)
+
+    # When the server's upkeep has walked the records (the cancelled job's expires)
+    async def walked() -> bool:
+        await sweeper.tick()
+        return await raw.pttl(record + cancelled) > 0
+
+    await wait_until(walked, message="the cancelled job's record to expire")
+
+    # Then the dead-lettered job's record (the envelope of its OJS view) is kept
+    assert await raw.pttl(record + dead) == -1
+
+    # And once its dead letter is purged, its record expires too
+    async with Queue(DLQ, connection=redis_url, prefix=prefix) as dlq:
+        assert await dlq.purge_dead_letters() == 1
+
+    async def expiring() -> bool:
+        await sweeper.tick()
+        return await raw.pttl(record + dead) > 0
+
+    await wait_until(expiring, message="the dead-lettered job's record to expire")
+    assert await raw.pttl(record + dead) <= RECORD_KEEP_MS
+
+
 async def test_a_job_id_taken_in_another_queue_leaves_no_record_behind(
     client: httpx.AsyncClient, raw: Redis, prefix: str
 ) -> None:

@@ -4,8 +4,9 @@ the job (cancelled, discarded, dead-lettered), its last state.
 
 Keys (``<base>`` is the queue's ``<prefix>:{<queue>}:``, so a record shares its job's slot):
 
-- ``<base>ojs:<id>``        HASH  the record; once the engine no longer holds the job,
-                                  kept :data:`RECORD_KEEP_MS` more (:meth:`Records.prune`)
+- ``<base>ojs:<id>``        HASH  the record; once the engine no longer holds the job (nor
+                                  keeps it as a dead letter of the server's dead letter
+                                  queue), kept :data:`RECORD_KEEP_MS` more (:meth:`Records.prune`)
 - ``<prefix>:ojs:index``    HASH  job id -> queue, to find a job by id alone; an entry goes
                                   once neither its job nor its record is left
 - ``<prefix>:ojs:queues``   SET   queues that hold OJS jobs (swept by the server)
@@ -105,13 +106,17 @@ class Records:
                 pipe.hdel(self.key(queue, job_id), *gone)
             await pipe.execute()
 
-    async def prune(self, cursor: int, keep_ms: int = RECORD_KEEP_MS) -> int:
+    async def prune(
+        self, cursor: int, keep_ms: int = RECORD_KEEP_MS, dead_letters: QueueKeys | None = None
+    ) -> int:
         """One step of the upkeep of the records, over about :data:`PRUNE_BATCH` index entries
         from ``cursor``; returns the cursor of the next step (0: the walk starts over). A
         record whose job the engine no longer holds expires in ``keep_ms``; one whose job is
-        back (a dead letter retried under its id) is kept again; an index entry whose job and
-        record are both gone is deleted. Each step's work is bounded, whatever the index's
-        size, and a step that races a change is put right by the next walk."""
+        back (a dead letter retried under its id) is kept again, and so is one whose job is a
+        dead letter of ``dead_letters`` (the server's dead letter queue), as long as that dead
+        letter is kept; an index entry whose job and record are both gone is deleted. Each
+        step's work is bounded, whatever the index's size, and a step that races a change is
+        put right by the next walk."""
         reply: Any = await self.client.hscan(self.index, cursor, count=PRUNE_BATCH)
         cursor, entries = int(reply[0]), reply[1]
         found = [(_text(job_id), _text(queue)) for job_id, queue in entries.items()]
@@ -121,10 +126,15 @@ class Records:
             for job_id, queue in found:
                 pipe.exists(self.keys(queue).job(job_id))
                 pipe.pttl(self.key(queue, job_id))
+            if dead_letters is not None:
+                pipe.hmget(dead_letters.dl_origins, [job_id for job_id, _ in found])
             state = await pipe.execute()
+        jobs, ttls = state[0 : 2 * len(found) : 2], state[1 : 2 * len(found) : 2]
+        letters = state[-1] if dead_letters is not None else [None] * len(found)
         gone: list[str] = []
         async with self.client.pipeline(transaction=False) as pipe:
-            for (job_id, queue), held, ttl in zip(found, state[::2], state[1::2]):
+            for (job_id, queue), job, ttl, letter in zip(found, jobs, ttls, letters, strict=True):
+                held = job or letter is not None
                 if held and ttl >= 0:
                     pipe.persist(self.key(queue, job_id))
                 elif not held and ttl == -1:

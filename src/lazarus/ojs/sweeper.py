@@ -115,6 +115,9 @@ class Sweeper:
         loop = asyncio.get_running_loop()
         if self._records_cursor == 0 and loop.time() < self._records_walk_at:
             return
-        self._records_cursor = await self.backend.records.prune(self._records_cursor)
+        backend = self.backend
+        self._records_cursor = await backend.records.prune(
+            self._records_cursor, dead_letters=backend.keys(backend.dead_letter_queue)
+        )
         if self._records_cursor == 0:
             self._records_walk_at = loop.time() + self._records_pause
