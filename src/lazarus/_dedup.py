@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ._checks import check_int
 from ._connection import Client, reports_unavailable
 from ._keys import QueueKeys, validate_name
-from .job import MAX_DURATION_MS, check_int
+from .job import MAX_DURATION_MS
 
 
 class Deduplication(NamedTuple):

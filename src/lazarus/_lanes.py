@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.cluster import RedisCluster
 
 from . import _scripts
+from ._checks import at_least
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, parse_claimed
 from ._keys import QueueKeys, validate_queue_name
@@ -71,8 +72,7 @@ def check_weights(weights: Mapping[str, int] | None, names: list[str]) -> dict[s
     for name, weight in weights.items():
         if name not in names:
             raise ValueError(f"weights names {name!r}, which is not one of the worker's queues")
-        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-            raise ValueError(f"weights[{name!r}] must be an int >= 1, got {weight!r}")
+        at_least(weight, f"weights[{name!r}]")
     return dict(weights)
 
 

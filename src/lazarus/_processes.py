@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
 
+from ._checks import at_least
 from ._threads import DaemonThreadPool
 
 
@@ -24,11 +25,10 @@ def check_processes(processes: object, processor: Callable[..., Any]) -> int | N
     function."""
     if processes is None:
         return None
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"processes must be an int >= 1, got {processes!r}")
+    count = at_least(processes, "processes")
     if inspect.iscoroutinefunction(processor):
         raise TypeError("processes needs a plain-function processor, not an async one")
-    return processes
+    return count
 
 
 def executor_for(

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from . import _codec, _scripts
+from ._checks import at_least
 from ._connection import Client, reports_unavailable
 from ._failure import cap_text
 from ._indexes import check_range
@@ -57,8 +58,7 @@ class JobHandle:
         many lines the job keeps."""
         if not isinstance(line, str):
             raise TypeError(f"log line must be a str, not {type(line).__name__}")
-        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
-            raise ValueError(f"keep_last must be an int >= 1, got {keep_last!r}")
+        at_least(keep_last, "keep_last")
         _codec.encode(line, field="log line")  # a lone surrogate cannot reach Redis
         code = await _scripts.load("add_log")(
             self.client, [self.keys.job(job_id), self.keys.logs(job_id)],

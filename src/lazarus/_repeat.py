@@ -24,11 +24,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from . import _scripts
+from ._checks import check_int
 from ._codec import text as _text
 from ._connection import Client, now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_name
 from ._scripts.wait_search import call_searching_wait
-from .job import MAX_DURATION_MS, MAX_TIMESTAMP_MS, Job, check_int
+from .job import MAX_DURATION_MS, MAX_TIMESTAMP_MS, Job
 
 log = logging.getLogger("lazarus.worker")
 

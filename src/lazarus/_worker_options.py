@@ -3,7 +3,6 @@ option, before the worker writes anything or connects."""
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import uuid
@@ -35,26 +34,6 @@ def check_event(event: object) -> str:
     if event not in EVENTS:
         raise ValueError(f"unknown worker event {event!r}; expected one of {EVENTS}")
     return str(event)
-
-
-def positive(value: object, field: str, minimum: int = 1, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{field} must be an int >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{field} must be at most {maximum}, got {value!r}")
-    return value
-
-
-def seconds(value: object, field: str, *, zero: bool = False) -> float:
-    """``value`` as a finite number of seconds, > 0 (or >= 0 with ``zero``); raises naming
-    ``field``."""
-    if (
-        isinstance(value, bool) or not isinstance(value, (int, float))
-        or not math.isfinite(value) or value < 0 or (value == 0 and not zero)
-    ):  # fmt: skip
-        bound = ">= 0" if zero else "> 0"
-        raise ValueError(f"{field} must be a finite number of seconds {bound}, got {value!r}")
-    return float(value)
 
 
 def check_flag(value: object, field: str) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from . import _codec
+from ._checks import check_int
 from ._entry import OnExhaustion, check_on_exhaustion
 from ._job_actions import JobActions
 from ._progress import JobHandle
@@ -39,28 +40,6 @@ MAX_COUNT = 2**53  # a count to keep: every one of them is exact as a Lua number
 # and shown on every surface. The HTTP API filters by names of up to this length.
 MAX_JOB_NAME_LENGTH = 1_000
 _BACKOFF_TYPES = ("fixed", "exponential")
-
-
-def check_int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
-    """``value`` when it is an int (not a bool) from ``minimum`` to ``maximum``, else raise
-    naming ``field``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise ValueError(f"{field} must be {bound}, got {value}")
-    return value
-
-
-def check_positive_or_none(value: object, field: str, unit: str = "") -> float | None:
-    """``value`` as a float when it is a number > 0 (not a bool), ``None`` for ``None``; else
-    raise naming ``field`` (and the ``unit`` it counts in, if given)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{field} must be a number > 0{unit and f' ({unit})'} or None, "
-                         f"got {value!r}")  # fmt: skip
-    return float(value)
 
 
 @dataclasses.dataclass(frozen=True)

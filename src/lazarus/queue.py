@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from . import _codec, _scripts
 from ._adding import QueueAddingMixin
+from ._checks import at_least
 from ._codec import text as _text
 from ._connection import (
     CLIENT_TYPES,
@@ -155,10 +156,8 @@ class Queue(
         """
         if state not in ("completed", "failed", "waiting", "prioritized", "delayed"):
             raise ValueError(f"state must be a cleanable state, got {state!r}")
-        if isinstance(grace_ms, bool) or not isinstance(grace_ms, int) or grace_ms < 0:
-            raise ValueError(f"grace_ms must be an int >= 0, got {grace_ms!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        at_least(grace_ms, "grace_ms", 0)
+        at_least(limit, "limit")
         k = self.keys
         script = _scripts.load("clean_jobs")
         cutoff = now_ms() - grace_ms

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import _scripts
 from ._backoff import BackoffStrategy
+from ._checks import at_least, positive_or_none, seconds
 from ._claiming import main_loop
 from ._connection import CLIENT_TYPES, REDIS_FAILURES, Client, address, connect
 from ._entry import NonRetryable, check_non_retryable
@@ -44,14 +45,12 @@ from ._worker_options import (
     check_event,
     check_flag,
     dead_letter_options,
-    positive,
-    seconds,
     worker_name,
 )
 from .dead_letter import DeadLetterQueueOptions
 from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
-from .job import MAX_DURATION_MS, KeepPolicy, Retention, check_positive_or_none
+from .job import MAX_DURATION_MS, KeepPolicy, Retention
 from .queue import DEFAULT_MAX_EVENTS
 from .schema import PayloadSchema, Schema, with_payload
 from .workers import Presence
@@ -141,14 +140,14 @@ class Worker:
         names = queue_names(queue_name)
         self.queue_name, self.queue_names = names[0], tuple(names)
         self.keys = QueueKeys(validate_name(prefix, "prefix"), self.queue_name)
-        self.concurrency = positive(concurrency, "concurrency", maximum=MAX_CONCURRENCY)
-        self.lock_duration = positive(lock_duration, "lock_duration", maximum=MAX_DURATION_MS)
-        self.stalled_interval = positive(
+        self.concurrency = at_least(concurrency, "concurrency", maximum=MAX_CONCURRENCY)
+        self.lock_duration = at_least(lock_duration, "lock_duration", maximum=MAX_DURATION_MS)
+        self.stalled_interval = at_least(
             stalled_interval, "stalled_interval", maximum=MAX_DURATION_MS
         )
-        self.max_stalled_count = positive(max_stalled_count, "max_stalled_count", minimum=0)
+        self.max_stalled_count = at_least(max_stalled_count, "max_stalled_count", minimum=0)
         self.dead_letter_queue = dead_letter_options(dead_letter_queue, self.queue_name)
-        self.prune_interval = check_positive_or_none(prune_interval, "prune_interval", "seconds")
+        self.prune_interval = positive_or_none(prune_interval, "prune_interval", "seconds")
         self.non_retryable = check_non_retryable(non_retryable)
         claim_ahead = check_flag(claim_ahead, "claim_ahead")
         self._keep_completed = KeepPolicy.parse(remove_on_complete, "remove_on_complete")
@@ -157,11 +156,11 @@ class Worker:
         self.shutdown_timeout = seconds(shutdown_timeout, "shutdown_timeout", zero=True)
         self.job_timeout = (
             None if job_timeout is None
-            else positive(job_timeout, "job_timeout", maximum=MAX_DURATION_MS)
+            else at_least(job_timeout, "job_timeout", maximum=MAX_DURATION_MS)
         )  # fmt: skip
-        max_events = positive(max_events, "max_events")
-        error_cap = positive(max_error_bytes, "max_error_bytes", MIN_CAP_BYTES)
-        stack_cap = positive(max_stack_bytes, "max_stack_bytes", MIN_CAP_BYTES)
+        max_events = at_least(max_events, "max_events")
+        error_cap = at_least(max_error_bytes, "max_error_bytes", MIN_CAP_BYTES)
+        stack_cap = at_least(max_stack_bytes, "max_stack_bytes", MIN_CAP_BYTES)
         self.name = worker_name(name)
         self._wake_key = self.keys.wake(self.name)
         self._processor = processor

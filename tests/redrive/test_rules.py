@@ -203,6 +203,8 @@ async def test_a_gate_that_raises_is_closed() -> None:
         ({"batch_size": 0}, "batch_size"),
         ({"claim_ms": 10}, "claim_ms"),
         ({"settle_interval": -1}, "settle_interval"),
+        ({"prune_interval": float("nan")}, "prune_interval"),
+        ({"alert_interval": True}, "alert_interval"),
         ({"alert_rules": ["backlog > 5"]}, "alert_rules"),
         ({"rules": [{"strategy": "manual"}]}, r"rules\[0\]"),
         ({"dlq_name": "a b"}, "queue name"),

@@ -16,8 +16,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from .._checks import positive_or_none
 from .._connection import now_ms
-from ..job import check_positive_or_none
 from . import search, store
 from .filters import DeadLetterFilter
 
@@ -45,7 +45,7 @@ def check_batch(batch_size: object) -> int:
 
 
 def check_rate(rate: object) -> float | None:
-    return check_positive_or_none(rate, "rate", "dead letters per second")
+    return positive_or_none(rate, "rate", "dead letters per second")
 
 
 def check_progress(on_progress: object) -> Progress | None:

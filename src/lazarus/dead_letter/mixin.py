@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from .. import _scripts
+from .._checks import at_least
 from .._connection import reports_unavailable
 from .._indexes import check_range
 from .._keys import QueueKeys, validate_job_id
@@ -127,8 +128,7 @@ class DeadLetterMixin(DeadLetterMovesMixin, DeadLetterActionsMixin, DeadLetterUp
         """Matching dead letters, newest first: at most ``limit`` after skipping ``offset``.
         For deep pages, :meth:`search_dead_letters` with a cursor costs less."""
         flt, limit = check_filter(filter), search.check_limit(limit)
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        at_least(offset, "offset", 0)
         ids: list[str] = []
         async for result in search.walk(self._client, self.keys, flt, batch=offset + limit):
             ids += result.matches

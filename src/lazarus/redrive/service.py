@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
+from .._checks import at_least, positive_number
 from .._connection import Client, now_ms
 from .._supervision import Incident, describe, is_configuration_error, pause
 from ..dead_letter import leadership
@@ -82,12 +83,9 @@ class Redriver:
         for field, value in (("poll_interval", poll_interval), ("prune_interval", prune_interval),
                              ("settle_interval", settle_interval),
                              ("alert_interval", alert_interval)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{field} must be a number > 0, got {value!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        if isinstance(claim_ms, bool) or not isinstance(claim_ms, int) or claim_ms < 1_000:
-            raise ValueError(f"claim_ms must be an int >= 1000, got {claim_ms!r}")
+            positive_number(value, field)
+        at_least(batch_size, "batch_size")
+        at_least(claim_ms, "claim_ms", 1_000)
         self.alert_rules = tuple(alert_rules)
         if not all(isinstance(r, AlertRule) for r in self.alert_rules):
             raise TypeError("alert_rules must be a list of AlertRule")
