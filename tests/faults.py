@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import socket
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -100,3 +101,73 @@ def collect(worker: Worker, event: str) -> list[tuple[Any, ...]]:
     seen: list[tuple[Any, ...]] = []
     worker.on(event, lambda *args: seen.append(args))  # type: ignore[arg-type]
     return seen
+
+
+class ReplyDropper:
+    """A TCP proxy in front of a real Redis that, once armed, forwards the next command holding
+    ``marker`` (say, a script's SHA1) and then drops the connection instead of passing its
+    reply on: Redis ran the command, the client never hears of it and sends it again."""
+
+    def __init__(self, redis_url: str, marker: bytes) -> None:
+        parts = urllib.parse.urlsplit(redis_url)
+        assert parts.scheme == "redis" and parts.hostname and parts.port, redis_url
+        self._upstream = (parts.hostname, parts.port)
+        self._path = parts.path
+        self.marker = marker
+        self.armed = False
+        self.dropped = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        """The proxy's URL, for the client under test."""
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return f"redis://127.0.0.1:{port}{self._path}"
+
+    async def __aenter__(self) -> ReplyDropper:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        drop = asyncio.Event()
+
+        async def to_redis() -> None:
+            while data := await reader.read(65536):
+                if self.armed and self.marker in data:
+                    self.armed = False
+                    drop.set()
+                up_writer.write(data)
+                await up_writer.drain()
+
+        async def to_client() -> None:
+            while data := await up_reader.read(65536):
+                if drop.is_set():  # the command ran: its reply is lost with the connection
+                    self.dropped += 1
+                    return
+                writer.write(data)
+                await writer.drain()
+
+        pipes = [asyncio.create_task(to_redis()), asyncio.create_task(to_client())]
+        try:  # either side closing (or a drop) ends both
+            await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pipe in pipes:
+                pipe.cancel()
+            await asyncio.gather(*pipes, return_exceptions=True)
+            for stream in (writer, up_writer):
+                stream.close()
+            self._tasks.discard(task)

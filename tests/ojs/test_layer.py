@@ -14,14 +14,17 @@ from click.testing import CliRunner
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from lazarus import Queue
+from lazarus import Queue, _scripts
 from lazarus.cli import main
 from lazarus.http import create_app
 from lazarus.ojs import Backend
-from lazarus.ojs.records import RECORD_KEEP_MS
+from lazarus.ojs.backend import FETCH_MEMO_MS, MEMO_LOCK_MS
+from lazarus.ojs.envelope import MAX_VISIBILITY_MS
+from lazarus.ojs.records import RECORD_KEEP_MS, now_ms
 from lazarus.ojs.sweeper import Sweeper
 
 from ..conftest import wait_until
+from ..faults import ReplyDropper
 
 DLQ = "dead"
 RETRY_ONCE = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
@@ -52,9 +55,11 @@ async def enqueue(client: httpx.AsyncClient, **options: Any) -> str:
     return str(response.json()["job"]["id"])
 
 
-async def fetch(client: httpx.AsyncClient, worker: str = "w1") -> list[dict[str, Any]]:
+async def fetch(
+    client: httpx.AsyncClient, worker: str = "w1", **options: Any
+) -> list[dict[str, Any]]:
     response = await client.post(
-        "/ojs/v1/workers/fetch", json={"queues": ["mail"], "worker_id": worker}
+        "/ojs/v1/workers/fetch", json={"queues": ["mail"], "worker_id": worker, **options}
     )
     jobs: list[dict[str, Any]] = response.json()["jobs"]
     return jobs
@@ -136,6 +141,61 @@ async def test_a_nack_from_a_worker_that_does_not_hold_the_job_is_refused(
     assert (await state_of(client, job_id))["state"] == "active"
     ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "holder"})
     assert ack.status_code == 200
+
+
+async def test_a_fetch_memo_lives_minutes_though_the_lease_lasts_a_day(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, prefix: str
+) -> None:
+    # Given a job fetched under the longest visibility timeout OJS allows (a day)
+    job_id = await enqueue(client, visibility_timeout_ms=MAX_VISIBILITY_MS)
+    fetched_at = now_ms()
+    jobs = await fetch(client, visibility_timeout_ms=MAX_VISIBILITY_MS)
+    assert [j["id"] for j in jobs] == [job_id]
+
+    # Then the fetch's reply memo, there for a re-send of its claim, expires within minutes,
+    # while the lease runs the whole day
+    (memo,) = [key async for key in raw.scan_iter(match=f"{prefix}:*:reply:ojs-*:fetch")]
+    assert 0 < await raw.pttl(memo) <= FETCH_MEMO_MS
+    keys = backend_of(app).keys("mail")
+    ((_, expiry),) = await raw.zrange(keys.leases, 0, -1, withscores=True)
+    assert expiry >= fetched_at + MAX_VISIBILITY_MS
+
+    # And the ack's reply memo, the only other one, expires after twice MEMO_LOCK_MS
+    ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id})
+    assert ack.status_code == 200
+    base = memo.split(":reply:", 1)[1].removesuffix(":fetch")
+    outcome = backend_of(app).memo("mail", base, job_id)
+    assert 0 < await raw.pttl(outcome) <= 2 * MEMO_LOCK_MS
+    assert {key async for key in raw.scan_iter(match=f"{prefix}:*:reply:*")} == {memo, outcome}
+
+
+async def test_a_fetch_whose_reply_a_dropped_connection_lost_hands_out_the_job_it_claimed(
+    redis_url: str, prefix: str, raw: Redis
+) -> None:
+    # Given two waiting jobs, and a server whose connection to Redis drops once, after a claim
+    # of a fetch ran and before its reply arrived
+    claim = _scripts.load("claim_jobs")
+    await raw.script_load(claim.source)  # else the reply dropped could be a NOSCRIPT
+    async with ReplyDropper(redis_url, claim.sha.encode()) as proxy:
+        app = create_app(connection=proxy.url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            first = await enqueue(client)
+            second = await enqueue(client)
+            proxy.armed = True
+
+            # When a worker fetches one job under a day's visibility timeout
+            jobs = await fetch(client, visibility_timeout_ms=MAX_VISIBILITY_MS)
+
+            # Then the server's client sent the claim again, and the memo answered with the
+            # job the first run claimed: it is handed out, on its first attempt, and the
+            # second job is still available (a second claim would have taken it, and left
+            # the first held by no one)
+            assert proxy.dropped == 1
+            assert [(j["id"], j["attempt"]) for j in jobs] == [(first, 1)]
+            assert (await state_of(client, second))["state"] == "available"
+            assert await raw.zcard(backend_of(app).keys("mail").leases) == 1
+        await app.state.ops.close()
 
 
 async def test_one_round_handles_a_bounded_number_of_attempts_past_their_timeout(

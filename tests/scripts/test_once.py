@@ -252,3 +252,20 @@ async def test_a_claim_that_found_nothing_leaves_no_memo(raw: aioredis.Redis, k:
     reply = await claim(raw, k, "c1")
 
     assert reply[1][:2] == ["a", await token_of(raw, k, "a")]
+
+
+async def test_a_claim_memo_lives_twice_the_lease_or_as_long_as_the_call_asks(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a", "b")
+    await claim(raw, k, "c1")
+    by_default = await raw.pttl(k.reply("w1", "claim"))
+
+    # An OJS fetch gives no clock offset ('') and a memo life of its own
+    keys = [*k.group, k.reply("w2", "fetch")]
+    reply = await call(raw, "claim_jobs", keys, [NOW, "w2", LOCK_MS, 1, MAXLEN, "c2", "", 5_000])
+
+    assert 2 * LOCK_MS - 1_000 < by_default <= 2 * LOCK_MS
+    assert reply[1][0] == "b" and reply[1][1].startswith("w2:1:")
+    assert 0 < await raw.pttl(k.reply("w2", "fetch")) <= 5_000
+    assert await raw.zscore(k.leases, "b") == NOW + LOCK_MS

@@ -26,7 +26,8 @@ the script may still be running. Per script:
   ``replay_in`` adds each new job once, as ``dead_letter_in``; ``settle_moved`` checks
   each dead letter still waits for the same job, as ``settle_dead_letters``.
 - ``claim_jobs``: the worker gives each claim a fresh call id and keeps it until a reply
-  arrives, so a claim sent again returns the jobs the first run claimed.
+  arrives, so a claim sent again returns the jobs the first run claimed. An OJS fetch, sent
+  again only by this retry, keeps its memo for minutes at most (``ojs.backend.FETCH_MEMO_MS``).
 - ``sweep_stalled``: a dead letter's id is derived from the job in Lua and never overwrites
   one that exists; a second run only sweeps leases that expired since.
 - ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers

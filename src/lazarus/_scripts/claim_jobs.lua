@@ -21,10 +21,14 @@
   ARGV[4]  count            most jobs to claim
   ARGV[5]  maxlen           events stream length
   ARGV[6]  call_id          fresh per claim, kept by the worker until a reply arrives
-  ARGV[7]  clock_offset     optional, milliseconds: when given, now is the server's TIME plus
-                            this offset and ARGV[1] is ignored. A claim sent behind a blocking
-                            BZPOPMIN runs when the pop returns, so its send time is stale; the
-                            worker measures the offset between its clock and the server's.
+  ARGV[7]  clock_offset     optional, milliseconds: when given (and not ''), now is the
+                            server's TIME plus this offset and ARGV[1] is ignored. A claim sent
+                            behind a blocking BZPOPMIN runs when the pop returns, so its send
+                            time is stale; the worker measures the offset between its clock and
+                            the server's.
+  ARGV[8]  memo_ms          optional: how long the claim memo lives (ms); by default twice
+                            lock_ms. A caller that never sends the call again itself, only on
+                            a dropped connection (an OJS fetch), needs it for less.
 
   Returns: {next_due, job, job, ...}: next_due is the due time of the earliest delayed job or
            -1; each job is {id, token, field, value, ...} (the job hash). A second run of a
@@ -47,7 +51,7 @@ if again then
   return again
 end
 local now = tonumber(ARGV[1])
-if ARGV[7] then
+if ARGV[7] and ARGV[7] ~= '' then
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[7])
 end
@@ -61,6 +65,8 @@ for _ = 1, tonumber(ARGV[4]) do
   jobs[#jobs + 1] = job
 end
 -- A claim that found nothing needs no memo: running it again orphans nothing.
-if #jobs > 0 then memo_save(KEYS[11], ARGV[6], jobs, ARGV[2], 2 * lock_ms) end
+if #jobs > 0 then
+  memo_save(KEYS[11], ARGV[6], jobs, ARGV[2], tonumber(ARGV[8] or 2 * lock_ms))
+end
 table.insert(jobs, 1, next_due(q))
 return jobs

@@ -21,8 +21,15 @@ from .records import Records, now_ms
 from .states import envelope, ojs_state
 
 DEFAULT_DEAD_LETTER_QUEUE = "ojs-dead-letter"
-MEMO_LOCK_MS = 30_000
-MAX_CACHED_QUEUES = 1000  # an outcome's reply memo lives twice this long
+MEMO_LOCK_MS = 30_000  # an outcome's reply memo lives twice this long
+# How long a fetch's claim memo lives at most (it lives twice the fetch's visibility timeout
+# when that is shorter). Only the server's own Redis client ever reads it back: it re-sends a
+# claim whose reply a dropped connection lost (a few tries, each within the connection's read
+# timeout: seconds, well under a minute by default). An OJS client that fetches again makes a
+# new call under a new identity, which never reads this memo. Every fetch that claims leaves
+# one: kept for its visibility timeout (up to a day), they would pile up for nothing.
+FETCH_MEMO_MS = 300_000
+MAX_CACHED_QUEUES = 1000
 
 
 @dataclasses.dataclass

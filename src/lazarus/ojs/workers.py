@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import _codec, _scripts
 from .._execution import parse_claimed
-from .backend import MEMO_LOCK_MS, Backend, Loaded
+from .backend import FETCH_MEMO_MS, MEMO_LOCK_MS, Backend, Loaded
 from .envelope import DEFAULT_VISIBILITY_MS
 from .errors import OjsError
 from .states import iso
@@ -33,10 +33,11 @@ async def fetch(
             break
         keys = backend.keys(name)
         base = backend.new_token_base()
+        # No clock offset (''); the memo kept only as long as a re-send needs it.
         reply = await _scripts.load("claim_jobs")(
             backend.client, [*keys.group, keys.reply(base, "fetch")],
             [backend.now(), base, visibility_ms, count - len(fetched), backend.max_events,
-             uuid.uuid4().hex],
+             uuid.uuid4().hex, "", min(2 * visibility_ms, FETCH_MEMO_MS)],
         )  # fmt: skip
         for item in reply[1:]:
             claimed = parse_claimed(item, name)
