@@ -50,6 +50,27 @@ async def test_an_expired_registration_is_not_listed_and_is_swept_by_the_next_he
     assert await raw.hkeys(queue.keys.workers_info) == ["alive"]
 
 
+async def test_a_heartbeat_lists_its_worker_again_after_its_own_registration_lapsed(
+    queue: Queue, raw: aioredis.Redis
+) -> None:
+    # Given a worker whose registration lapsed (its heartbeats missed for longer than
+    # HEARTBEAT_TTL: Redis unreachable, the process stopped), beside one that died
+    presence = Presence(queue.client, queue.keys, "late", 2, lambda: 1)
+    await presence.beat()
+    await raw.zadd(queue.keys.workers, {"late": now_ms() - 1, "dead": 1_000})
+    await raw.hset(queue.keys.workers_info, "dead", json.dumps({"pid": 1}))
+    assert await list_workers(queue.client, queue.keys) == []
+
+    # When its heartbeat runs again
+    await presence.beat()
+
+    # Then it is listed again at once, details and all, and the dead one is gone
+    (info,) = await list_workers(queue.client, queue.keys)
+    assert (info.name, info.concurrency, info.running) == ("late", 2, 1)
+    assert await raw.zrange(queue.keys.workers, 0, -1) == ["late"]
+    assert await raw.hkeys(queue.keys.workers_info) == ["late"]
+
+
 async def test_the_heartbeat_goes_on_after_redis_refused_writes_for_a_while(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

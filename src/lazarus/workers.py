@@ -67,11 +67,13 @@ class Presence:
         k = self._keys
         expired = await self._client.zrangebyscore(k.workers, "-inf", now)
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.zadd(k.workers, {self._name: now + HEARTBEAT_TTL})
-            pipe.hset(k.workers_info, self._name, json.dumps(details))
+            # The lapsed first, then this worker: its own registration may be among them
+            # (its heartbeats missed for HEARTBEAT_TTL), and must come back, not go.
             if expired:
                 pipe.zrem(k.workers, *expired)
                 pipe.hdel(k.workers_info, *expired)
+            pipe.zadd(k.workers, {self._name: now + HEARTBEAT_TTL})
+            pipe.hset(k.workers_info, self._name, json.dumps(details))
             await pipe.execute()
 
     async def run(self) -> None:
