@@ -6,22 +6,16 @@ Without Chromium these tests are skipped, unless ``CI`` is set: then they fail.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from playwright.async_api import Page, async_playwright, expect
 
 from lazarus import Queue
 from lazarus.http.app import create_app
 
-from ..conftest import wait_until
+from ..servers import serving
 from .conftest import TOKEN, MakeWorker, dead_letter
 
 CHROMIUM_ARGS = [
@@ -32,30 +26,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-
-
-@contextlib.asynccontextmanager
-async def serving(app: FastAPI) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))  # bound before the server starts: no race for the port
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-
-    async def started() -> bool:
-        return server.started or not thread.is_alive()
-
-    try:
-        await wait_until(started, message="uvicorn to start")
-        assert server.started, "uvicorn stopped before it started"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.to_thread(thread.join, 10)
-        sock.close()
 
 
 @pytest.fixture

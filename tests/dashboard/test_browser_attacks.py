@@ -19,8 +19,9 @@ from lazarus import Queue
 from lazarus.http.app import create_app
 
 from ..conftest import wait_until
+from ..servers import serving
 from .conftest import MakeWorker, dead_letter
-from .test_browser import CHROMIUM_ARGS, serving
+from .test_browser import CHROMIUM_ARGS
 
 LIST = "/dashboard/queues/jobs-dlq/dead-letters"
 XSS = [
@@ -82,7 +83,7 @@ async def test_forms_from_another_port_of_the_same_host_change_nothing(
     await browser_page.goto(open_server + LIST)
 
     # When the same browser opens a page on another port that posts forms at lazarus
-    async with serving(attacker_app(open_server, dead_id)) as evil:  # type: ignore[arg-type]
+    async with serving(attacker_app(open_server, dead_id)) as evil:
         responses = []
         browser_page.on("response", lambda r: responses.append(r))
         await browser_page.goto(evil)

@@ -1,22 +1,25 @@
-"""lazarus.integrations.fastapi.lifespan: workers and queues for the life of an app."""
+"""lazarus.integrations.fastapi.lifespan: workers and queues for the life of an app, served
+by a real uvicorn that runs the app's lifespan at startup and shutdown."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI, Request
-from fastapi.testclient import TestClient
 
 from lazarus import Job, Queue, Worker
 from lazarus.integrations.fastapi import lifespan
+
+from ..servers import serving
 
 
 async def double(job: Job) -> int:
     return int(job.data) * 2
 
 
-def test_an_app_enqueues_and_its_own_worker_runs_the_job(redis_url: str, prefix: str) -> None:
+async def test_an_app_enqueues_and_its_own_worker_runs_the_job(redis_url: str, prefix: str) -> None:
     seen: list[Worker] = []
 
     def make_worker() -> Worker:
@@ -34,8 +37,10 @@ def test_an_app_enqueues_and_its_own_worker_runs_the_job(redis_url: str, prefix:
         job = await request.state.lazarus_queues["doubles"].add("double", n)
         return {"result": await job.wait_until_finished(timeout=10)}
 
-    with TestClient(app) as client:
-        assert client.post("/double/21").json() == {"result": 42}
+    async with serving(app, lifespan="on") as url, httpx.AsyncClient(base_url=url) as client:
+        response = await client.post("/double/21")
+        assert response.status_code == 200, response.text
+        assert response.json() == {"result": 42}
         assert seen[0].running
 
     assert not seen[0].running  # closed with the app
