@@ -71,6 +71,25 @@ async def test_a_heartbeat_lists_its_worker_again_after_its_own_registration_lap
     assert await raw.hkeys(queue.keys.workers_info) == ["late"]
 
 
+async def test_a_heartbeat_forgets_a_bounded_number_of_lapsed_workers_and_the_next_the_rest(
+    queue: Queue, raw: aioredis.Redis
+) -> None:
+    # Given 1,500 workers that died, their registrations lapsed
+    await raw.zadd(queue.keys.workers, {f"dead-{i}": 1_000 + i for i in range(1_500)})
+    await raw.hset(queue.keys.workers_info, mapping={f"dead-{i}": "{}" for i in range(1_500)})
+    presence = Presence(queue.client, queue.keys, "alive", 1, lambda: 0)
+
+    # When a live worker beats twice
+    await presence.beat()
+    left = await raw.zcard(queue.keys.workers)
+    await presence.beat()
+
+    # Then the first beat forgot the oldest 1,000, the second the other 500
+    assert left == 501
+    assert await raw.zrange(queue.keys.workers, 0, -1) == ["alive"]
+    assert await raw.hkeys(queue.keys.workers_info) == ["alive"]
+
+
 async def test_the_heartbeat_goes_on_after_redis_refused_writes_for_a_while(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -24,6 +24,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from . import _scripts
 from ._connection import REDIS_FAILURES, Client, now_ms
 from ._keys import QueueKeys
 
@@ -64,17 +65,10 @@ class Presence:
         details = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": self._started,
                    "concurrency": self._concurrency, "running": self._running(),
                    "last_seen": now}  # fmt: skip
-        k = self._keys
-        expired = await self._client.zrangebyscore(k.workers, "-inf", now)
-        async with self._client.pipeline(transaction=True) as pipe:
-            # The lapsed first, then this worker: its own registration may be among them
-            # (its heartbeats missed for HEARTBEAT_TTL), and must come back, not go.
-            if expired:
-                pipe.zrem(k.workers, *expired)
-                pipe.hdel(k.workers_info, *expired)
-            pipe.zadd(k.workers, {self._name: now + HEARTBEAT_TTL})
-            pipe.hset(k.workers_info, self._name, json.dumps(details))
-            await pipe.execute()
+        await _scripts.load("beat_worker")(
+            self._client, [self._keys.workers, self._keys.workers_info],
+            [now, self._name, now + HEARTBEAT_TTL, json.dumps(details)],
+        )  # fmt: skip
 
     async def run(self) -> None:
         """Heartbeat until :meth:`stop`; a failed heartbeat (Redis unreachable, or refusing

@@ -305,7 +305,7 @@ REPEATABLE = frozenset({
     "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
     "postpone_job", "add_repeatable", "repeat_job", "settle_dead_letters", "acquire_lease",
     "claim_dead_letters", "release_dead_letter_claims", "dead_letter_out", "dead_letter_in",
-    "replay_in", "settle_moved", "job_state",
+    "replay_in", "settle_moved", "job_state", "beat_worker",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -349,4 +349,5 @@ NAMES = (
     "clear_move",
     "forget_outbox",
     "job_state",
+    "beat_worker",
 )
