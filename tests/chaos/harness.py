@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from lazarus import Queue
-from lazarus._connection import connect
+from lazarus import Queue, _scripts
+from lazarus._connection import connect, now_ms
+from lazarus._keys import QueueKeys
+from lazarus.queue import DEFAULT_MAX_EVENTS
 
 from ..cluster import LocalCluster
 from .audit import judge, snapshot
@@ -41,6 +43,29 @@ async def wait_for(condition: Callable[[], Awaitable[bool]], timeout: float) -> 
         if time.monotonic() >= deadline:
             return False
         await asyncio.sleep(0.05)
+
+
+async def sweep_when_lapsed(
+    raw: Any, keys: QueueKeys, dlq_keys: QueueKeys, *, max_stalled: int = 1
+) -> int:
+    """Once no lease of ``keys``'s queue runs any more, sweep it as a worker with
+    ``max_stalled`` stalls allowed and ``dlq_keys``'s queue as its dead letter queue would,
+    until nothing is left; returns how many jobs it swept."""
+
+    async def lapsed() -> bool:
+        return not await raw.zrangebyscore(keys.leases, now_ms(), "+inf")
+
+    assert await wait_for(lapsed, 30), "leases still ran 30 s after the workers stopped"
+    script_keys = [*keys.group, keys.failed, *dlq_keys.dead_letter_group, dlq_keys.job_prefix]
+    swept = 0
+    while True:
+        reply = await _scripts.load("sweep_stalled")(
+            raw, script_keys, [now_ms(), max_stalled, DEFAULT_MAX_EVENTS, keys.queue,
+                               dlq_keys.queue, 100, 0, 4000],
+        )  # fmt: skip
+        if not any(reply[:3]):
+            return swept
+        swept += sum(len(ids) for ids in reply[:3])
 
 
 class Scenario:

@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 
-from lazarus import DeadLetterFilter, JobStateError, Queue, _scripts
-from lazarus._connection import now_ms
-from lazarus._keys import QueueKeys
+from lazarus import DeadLetterFilter, JobStateError, Queue
 from lazarus.dead_letter import detach
 
 from .audit import all_dead_letters
 from .dead_letters import DLQ, Where, dead_letter_each, judge_letters, make_dead_letters
-from .harness import Scenario, wait_for
+from .harness import Scenario, sweep_when_lapsed, wait_for
 from .pool import RunLog
 from .report import Findings
 
@@ -129,23 +127,6 @@ async def test_filtered_bulk_replay_races_filtered_purge(scenario: Scenario) -> 
     findings.notes.append(f"replayed {replay_total}, purged {purge_total}, left "
                           f"{sum(where.letters.values())}")  # fmt: skip
     await scenario.finish(findings)
-
-
-async def sweep_when_lapsed(raw: Any, keys: QueueKeys, dlq_keys: QueueKeys) -> None:
-    """Once no lease of ``keys``'s queue runs any more, sweep it as a worker with one stall
-    allowed and ``dlq_keys``'s queue as its dead letter queue would, until nothing is left."""
-
-    async def lapsed() -> bool:
-        return not await raw.zrangebyscore(keys.leases, now_ms(), "+inf")
-
-    assert await wait_for(lapsed, 30), "leases still ran 30 s after the workers stopped"
-    script_keys = [*keys.group, keys.failed, *dlq_keys.dead_letter_group, dlq_keys.job_prefix]
-    while True:
-        reply = await _scripts.load("sweep_stalled")(
-            raw, script_keys, [now_ms(), 1, 1000, keys.queue, dlq_keys.queue, 100, 0, 4000]
-        )
-        if not any(reply[:3]):
-            return
 
 
 async def some_arrived(dlq: Queue, count: int) -> bool:
