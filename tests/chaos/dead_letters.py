@@ -10,7 +10,7 @@ from typing import Any
 from lazarus import Job, Queue, Worker
 
 from .audit import all_dead_letters
-from .harness import PREFIX, wait_for
+from .harness import PREFIX, Server, wait_for
 from .redis_server import RedisServer
 from .report import Findings
 
@@ -48,7 +48,7 @@ async def make_dead_letters(
 
 
 async def dead_letter_each(
-    server: RedisServer, source: Queue, payloads: list[dict[str, Any]], dlq_name: str
+    server: Server, source: Queue, payloads: list[dict[str, Any]], dlq_name: str
 ) -> dict[str, int]:
     """Add one job per payload to ``source`` and let a worker dead-letter each into
     ``dlq_name``; returns each dead letter's id with its payload's ``i``."""
