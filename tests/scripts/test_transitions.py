@@ -499,6 +499,26 @@ async def test_sweep_requeues_a_stalled_job_then_dead_letters_it_past_the_limit(
     assert [a["outcome"] for a in json.loads(dl["dlq:attempts"])] == ["stalled", "stalled"]
 
 
+@pytest.mark.parametrize("old_token", [False, True])
+async def test_a_stalled_attempt_names_the_worker_whose_lease_lapsed(
+    raw: aioredis.Redis, k: QueueKeys, old_token: bool
+) -> None:
+    # Given job "a" claimed by a worker whose name holds ':', under this version's token or
+    # (a job claimed before an upgrade) one of lazarus 0.1's form '<worker>:<attempt>'
+    await add(raw, k, "a")
+    args = [NOW, "host:42:ab12", 30_000, 1, MAXLEN, uuid.uuid4().hex]
+    await call(raw, "claim_jobs", [*k.group, k.reply("host:42:ab12", "claim")], args)
+    if old_token:
+        await raw.hset(k.job("a"), "lockToken", "host:42:ab12:1")
+
+    # When its lease lapses and the sweep fails it
+    await call(raw, "sweep_stalled", [*k.group, k.failed], [NOW + 30_001, 0, MAXLEN, "src", "", 10])
+
+    # Then its attempt names that worker
+    (attempt,) = json.loads(await raw.hget(k.job("a"), "attempts") or "[]")
+    assert (attempt["outcome"], attempt["worker"]) == ("stalled", "host:42:ab12")
+
+
 async def test_sweep_without_a_dead_letter_queue_fails_the_job(
     raw: aioredis.Redis, k: QueueKeys
 ) -> None:

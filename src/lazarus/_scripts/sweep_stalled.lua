@@ -66,6 +66,7 @@
 -- @include move_out
 -- @include budget
 -- @include requeue
+-- @include lock_token
 
 local q = queue_keys(1)
 local now = tonumber(ARGV[1])
@@ -140,7 +141,7 @@ for i, id in ipairs(expired) do
     redis.call('HDEL', key, 'lockToken')
     local stalls = redis.call('HINCRBY', key, 'stalledCounter', 1)
     local message = 'job stalled: its lock expired (stall ' .. stalls .. ')'
-    local worker = string.match(f[3] or '', '^(.*):[0-9]+$') or ''
+    local worker = lock_token_worker(f[3])
     local record = cjson.encode({attempt = tonumber(f[2]) or 0,
       startedAt = tonumber(f[1]) or 0, finishedAt = now, worker = worker,
       outcome = 'stalled', error = message, errorType = 'Stalled'})

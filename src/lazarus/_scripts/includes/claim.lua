@@ -1,4 +1,5 @@
 -- @include store
+-- @include lock_token
 -- promote_delayed(q, now, maxlen): move delayed jobs that are due to waiting (or prioritized),
 -- earliest first, at most PROMOTE_AT_MOST per call: every claim and outcome call promotes, so
 -- a burst of jobs due at once (a schedule's batch) goes over many calls, none long. Returns
@@ -90,13 +91,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
           break
         end
       end
-      -- The token names this claim alone: the ID of its 'active' event is unique in the
-      -- queue's stream. A job removed and added again under its id starts its attempts at 1
-      -- again; with '<worker>:<attempt>' alone, the same worker slot could claim it under the
-      -- token of its earlier life, and the reply memo of that life's outcome
-      -- (includes/once.lua) would then answer for an outcome of this one.
-      local event = emit(q.events, maxlen, 'active', 'jobId', id)
-      local token = token_base .. ':' .. started .. ':' .. event
+      local token = lock_token(token_base, started, emit(q.events, maxlen, 'active', 'jobId', id))
       local changed = {'ats', tostring(started), 'lockToken', token, 'processedOn', tostring(now)}
       redis.call('HSET', key, unpack(changed))
       redis.call('ZADD', q.leases, now + lock_ms, id)

@@ -4,9 +4,9 @@
 -- overwritten by the slot's next call and expiring on its own, so memory stays bounded:
 --   '<job id> <claim> <job id> <claim> ...\n<call id>'
 -- the jobs the call claimed, each by its id and what ends its lock token after the call's
--- token base ('<token_base>:<claim>', the claim being '<attempt>:<event id>': includes/claim.lua),
--- then the call's id. Job ids and claims hold no whitespace, so the first newline ends the
--- jobs; a call id may hold anything.
+-- token base ('<token_base>:<claim>', the claim being '<attempt>:<event id>':
+-- includes/lock_token.lua), then the call's id. Job ids and claims hold no whitespace, so the
+-- first newline ends the jobs; a call id may hold anything.
 -- Needs the claim include (claimed_reply, next_due).
 
 -- memo_save(key, call_id, jobs, token_base, ttl_ms): remember that call_id claimed `jobs`
