@@ -113,6 +113,11 @@ class Node:
                 self.process.wait(10)
 
 
+def _answers(node: Node, *command: Any, holding: str = "") -> Callable[[], bool]:
+    """A condition: ``node`` answers ``command`` with a true reply (holding ``holding``)."""
+    return lambda: bool(reply := node.call(*command)) and holding in str(reply)
+
+
 class LocalCluster:
     """Three masters (slots split evenly) and a replica for each, on loopback."""
 
@@ -147,7 +152,7 @@ class LocalCluster:
         for node in self.nodes:
             node.start()
         for node in self.nodes:
-            wait_for(lambda n=node: bool(n.call("PING")), 10, f"node {node.port} to start")
+            wait_for(_answers(node, "PING"), 10, f"node {node.port} to start")
         try:
             self._form()
         except BaseException:
@@ -167,7 +172,7 @@ class LocalCluster:
         ids = [m.node_id for m in self.masters]
         for replica, master_id in zip(self.replicas, ids, strict=True):
             wait_for(
-                lambda r=replica, m=master_id: m in str(r.call("CLUSTER", "NODES")),
+                _answers(replica, "CLUSTER", "NODES", holding=master_id),
                 20, f"node {replica.port} to learn of its master",
             )  # fmt: skip
             replica.call("CLUSTER", "REPLICATE", master_id)
