@@ -1,5 +1,8 @@
-"""Retrying failed jobs by hand: the ``retry_job`` and ``retry_jobs`` methods of
+"""Moving jobs on by hand: the ``retry_job``, ``retry_jobs`` and ``promote_job`` methods of
 :class:`~lazarus.Queue`.
+
+A delayed job (waiting out its own delay, a retry's backoff or a rate limit's postponement)
+is made ready at once by ``promote_job``.
 
 A job in ``failed`` (it failed for good on a queue without a dead letter queue) goes back to
 ``waiting`` (or ``prioritized``) with its attempts afresh, keeping its failure history. Each
@@ -11,14 +14,16 @@ during the bulk is not retried twice.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from . import _scripts
+from ._codec import text
 from ._connection import now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id
 from ._scripts import CALL_BUDGET_US
 from .dead_letter.bulk import DEFAULT_BATCH, Progress, check_batch, check_progress, report
 from .errors import error_for_code
+from .job import JobState
 
 if TYPE_CHECKING:
     from ._connection import Client
@@ -50,6 +55,25 @@ class RetryMixin:
         )
         if int(code) != 1:
             raise error_for_code(int(code), f"retry job {job_id!r} of {self.name!r}")
+
+    @reports_unavailable
+    async def promote_job(self, job_id: str) -> JobState:
+        """Make a delayed job ready now: it goes to ``waiting`` (or ``prioritized``, by its
+        priority) as if its delay had just ended, and its delay becomes 0; returns the state
+        it entered. Emits ``promoted``, then ``waiting``.
+
+        Raises :class:`JobNotFoundError` when there is no such job and :class:`JobStateError`
+        when it is not delayed (nothing is written). Not sent again after a dropped
+        connection: :meth:`get_job_state` tells whether it was promoted.
+        """
+        validate_job_id(job_id)
+        reply = await _scripts.load("promote_job")(
+            self._client, [*self.keys.group, self.keys.job(job_id)],
+            [job_id, now_ms(), self.max_events],
+        )  # fmt: skip
+        if isinstance(reply, int):
+            raise error_for_code(reply, f"promote job {job_id!r} of {self.name!r}")
+        return cast(JobState, text(reply))
 
     @reports_unavailable
     async def retry_jobs(

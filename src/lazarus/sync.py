@@ -147,6 +147,7 @@ class Queue(_Shell[_AsyncQueue]):
     obliterate = _blocking(_AsyncQueue.obliterate)
     retry_job = _blocking(_AsyncQueue.retry_job)
     retry_jobs = _blocking(_AsyncQueue.retry_jobs)
+    promote_job = _blocking(_AsyncQueue.promote_job)
     # The dead letter operations.
     get_dead_letter_count = _blocking(_AsyncQueue.get_dead_letter_count)
     get_dead_letter_jobs = _blocking(_AsyncQueue.get_dead_letter_jobs)

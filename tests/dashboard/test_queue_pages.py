@@ -90,6 +90,32 @@ async def test_retry_one_failed_job_from_its_page(
     assert await queue.get_job_state(job_id) == "waiting"
 
 
+async def test_run_a_delayed_job_now_from_its_page_and_from_the_delayed_jobs(
+    client: httpx.AsyncClient, queue: Queue
+) -> None:
+    await queue.pause()
+    first = await queue.add("n", None, delay=3_600_000)
+    second = await queue.add("n", None, delay=3_600_000)
+    page = await client.get(f"/dashboard/queues/jobs/jobs/{first.id}")
+    assert "Run now" in page.text
+    token = await csrf_of(client, f"/dashboard/queues/jobs/jobs/{first.id}")
+
+    from_page = await client.post(f"/dashboard/queues/jobs/jobs/{first.id}/promote",
+                                  data={"csrf": token})  # fmt: skip
+    from_list = await client.post(f"/dashboard/queues/jobs/jobs/{second.id}/promote",
+                                  data={"csrf": token, "back": "queue"})  # fmt: skip
+
+    assert from_page.status_code == 303 and from_list.status_code == 303
+    assert from_list.headers["location"].startswith("/dashboard/queues/jobs?state=delayed")
+    assert [await queue.get_job_state(j.id) for j in (first, second)] == ["paused", "paused"]
+    again = await client.post(
+        f"/dashboard/queues/jobs/jobs/{first.id}/promote",
+        data={"csrf": token, "back": "queue"},
+        follow_redirects=True,
+    )
+    assert "Could not promote job" in again.text
+
+
 async def test_retry_all_failed_jobs_after_confirming(
     client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
 ) -> None:

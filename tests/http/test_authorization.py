@@ -54,6 +54,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/queues/{name}/prune"): OP,
     # failed jobs and workers of every queue
     ("POST", "/api/queues/{name}/jobs/{id}/retry"): OP,
+    ("POST", "/api/queues/{name}/jobs/{id}/promote"): OP,
     ("POST", "/api/queues/{name}/retry"): OP,
     ("GET", "/api/queues/{name}/workers"): V,
     # seed 003's API over the record, and the webhook delivery log

@@ -1,4 +1,5 @@
-"""POST /api/queues/{name}/jobs/{id}/retry and POST /api/queues/{name}/retry."""
+"""POST /api/queues/{name}/jobs/{id}/retry, POST /api/queues/{name}/retry and
+POST /api/queues/{name}/jobs/{id}/promote."""
 
 from __future__ import annotations
 
@@ -69,3 +70,18 @@ async def test_the_live_workers_of_a_queue(
     (worker,) = (await client.get("/api/queues/jobs/workers")).json()["workers"]
     assert (worker["name"], worker["concurrency"]) == ("w-1", 2)
     assert worker["lastSeen"] >= worker["startedAt"] > 0
+
+
+async def test_promote_one_delayed_job(client: httpx.AsyncClient, queue: Queue) -> None:
+    job = await queue.add("n", {"i": 1}, delay=3_600_000)
+
+    response = await client.post(f"/api/queues/jobs/jobs/{job.id}/promote")
+
+    assert response.status_code == 200, response.text
+    assert (response.json()["id"], response.json()["state"]) == (job.id, "waiting")
+    assert await queue.get_job_state(job.id) in ("waiting", "active", "completed")
+    again = await client.post(f"/api/queues/jobs/jobs/{job.id}/promote")
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "job_state_conflict"
+    missing = await client.post("/api/queues/jobs/jobs/nope/promote")
+    assert missing.status_code == 404

@@ -350,4 +350,5 @@ NAMES = (
     "forget_outbox",
     "job_state",
     "beat_worker",
+    "promote_job",
 )

@@ -8,6 +8,7 @@ many and asks to confirm; the POST runs only with ``confirm=yes``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter
@@ -65,24 +66,46 @@ async def resume(request: Request, name: str) -> Response:
     return back(request, name, f"Resumed {name}.")
 
 
-@router.post("/jobs/{job_id}/retry")
-async def retry_job(request: Request, name: str, job_id: str) -> Response:
-    """Retry one failed job; back to the failed jobs, or to the job's page."""
+async def job_action(
+    request: Request, name: str, job_id: str, state: str, verb: str,
+    act: Callable[[Queue], Awaitable[tuple[str, str]]],
+) -> Response:  # fmt: skip
+    """Run ``act`` on one job of ``state``; back to that state's jobs (when the form says
+    ``back=queue``) or to the job's page, with the message ``act`` returns for each."""
     queue = await existing_queue(request, name)
     if queue is None:
         return missing(request, name)
     to_queue = (await fields(request)).get("back") == "queue"
     try:
-        await queue.retry_job(job_id)
+        for_queue, for_page = await act(queue)
     except (LazarusError, ValueError) as exc:
-        return back(
-            request, name, f"Could not retry job {job_id}: {exc}", error=True, state="failed"
-        )
+        return back(request, name, f"Could not {verb} job {job_id}: {exc}", error=True, state=state)
     if to_queue:
-        return back(request, name, f"Job {job_id} waits again.", state="failed")
+        return back(request, name, for_queue, state=state)
     target = f"/dashboard/queues/{segment(name)}/jobs/{segment(job_id)}"
-    notice = flash_params(request, "Retried: the job waits again.")
-    return RedirectResponse(f"{target}?{query(notice)}", 303)
+    return RedirectResponse(f"{target}?{query(flash_params(request, for_page))}", 303)
+
+
+@router.post("/jobs/{job_id}/retry")
+async def retry_job(request: Request, name: str, job_id: str) -> Response:
+    """Retry one failed job; back to the failed jobs, or to the job's page."""
+
+    async def retry(queue: Queue) -> tuple[str, str]:
+        await queue.retry_job(job_id)
+        return f"Job {job_id} waits again.", "Retried: the job waits again."
+
+    return await job_action(request, name, job_id, "failed", "retry", retry)
+
+
+@router.post("/jobs/{job_id}/promote")
+async def promote_job(request: Request, name: str, job_id: str) -> Response:
+    """Run one delayed job now; back to the delayed jobs, or to the job's page."""
+
+    async def promote(queue: Queue) -> tuple[str, str]:
+        state = await queue.promote_job(job_id)
+        return f"Job {job_id} is {state} now.", f"Promoted: the job is {state} now."
+
+    return await job_action(request, name, job_id, "delayed", "promote", promote)
 
 
 @router.post("/schedules/remove")

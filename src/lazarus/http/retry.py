@@ -1,7 +1,9 @@
-"""Retrying failed jobs over HTTP: one job, or every failed job of a queue (with a dry run).
+"""Retrying failed jobs over HTTP: one job, or every failed job of a queue (with a dry run);
+and running a delayed job now.
 
-Both call :meth:`~lazarus.Queue.retry_job` and :meth:`~lazarus.Queue.retry_jobs`; the errors
-they raise map to 404 (no such job) and 409 (``job_state_conflict``: the job is not failed).
+They call :meth:`~lazarus.Queue.retry_job`, :meth:`~lazarus.Queue.retry_jobs` and
+:meth:`~lazarus.Queue.promote_job`; the errors they raise map to 404 (no such job) and 409
+(``job_state_conflict``: the job is not failed, or not delayed).
 """
 
 from __future__ import annotations
@@ -47,6 +49,19 @@ async def retry_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
     if job is None:  # removed by someone else the moment after it was retried
         raise ApiError(404, "not_found", f"no job {id!r} in {name!r}")
     return job_out(job, await queue.get_job_state(id))
+
+
+@router.post("/{name}/jobs/{id}/promote", summary="Run one delayed job now", dependencies=_AUTH,
+             responses={**NOT_FOUND, **CONFLICT})  # fmt: skip
+async def promote_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
+    """Move a delayed job to waiting (or prioritized) at once; 409 unless it is delayed."""
+    await existing_queue(ops, name)
+    queue = ops.queue(name)
+    state = await queue.promote_job(id)
+    job = await queue.get_job(id)
+    if job is None:  # removed by someone else the moment after it was promoted
+        raise ApiError(404, "not_found", f"no job {id!r} in {name!r}")
+    return job_out(job, state)
 
 
 @router.post("/{name}/retry", summary="Retry every failed job of a queue", dependencies=_AUTH,

@@ -1,0 +1,37 @@
+--[[
+  promote_job: delayed -> waiting | prioritized, now: a job waiting out a delay (its own, a
+  retry's backoff, or a rate limit's postponement) is made ready at once, by priority as if
+  its delay had just ended; its delay becomes 0.
+
+  KEYS[1]  wait
+  KEYS[2]  prioritized
+  KEYS[3]  pc
+  KEYS[4]  delayed
+  KEYS[5]  active
+  KEYS[6]  leases
+  KEYS[7]  marker
+  KEYS[8]  meta
+  KEYS[9]  events
+  KEYS[10] job_prefix
+  KEYS[11] job
+
+  ARGV[1]  id
+  ARGV[2]  now
+  ARGV[3]  maxlen
+
+  Returns: the state the job entered ('waiting' or 'prioritized'), -1 JOB_NOT_FOUND, or -6
+           JOB_STATE (the job is not delayed: nothing written).
+  Events:  promoted (jobId), then waiting (jobId)
+]]
+-- @include events
+-- @include queue_keys
+-- @include enqueue
+
+local q = queue_keys(1)
+local id = ARGV[1]
+if redis.call('EXISTS', KEYS[11]) == 0 then return -1 end
+if redis.call('ZREM', q.delayed, id) == 0 then return -6 end
+redis.call('HSET', KEYS[11], 'delay', 0)
+emit(q.events, ARGV[3], 'promoted', 'jobId', id)
+local priority = tonumber(redis.call('HGET', KEYS[11], 'priority') or '0') or 0
+return enqueue(q, id, priority, 0, tonumber(ARGV[2]), ARGV[3])
