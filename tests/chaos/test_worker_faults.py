@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import random
 import signal
 import time
+from collections import Counter
 
 import pytest
 
-from lazarus import JobStateError, Queue
+from lazarus import JobNotFoundError, JobStateError, Queue
 
 from .audit import all_dead_letters
 from .harness import Scenario
@@ -215,5 +217,77 @@ async def test_removals_deep_inside_a_long_queue_race_a_sigkill_storm(scenario: 
     findings.notes.append(
         f"removed {len(removed)} ({made} leaving a hole), refused (running) {len(refused)};"
         f" drained: {drained}"
+    )
+    await scenario.finish(findings)
+
+
+@pytest.mark.timeout(240)
+async def test_promotions_race_a_sigkill_storm(scenario: Scenario) -> None:
+    # Given 2,000 jobs of 5-30 ms: two in three delayed by an hour and, when an attempt fails,
+    # backed off by an hour, so that only promote_job makes them run; the others delayed and
+    # backed off by up to 200 ms, so that the workers promote them too; and four workers
+    server = scenario.redis()
+    name = "promotions"
+    queue = scenario.queue(server, name)
+    rng = random.Random(11)
+    hour = 3_600_000
+    specs = []
+    for spec in job_mix(2000, seed=11, ms=(5, 30)):
+        wait = hour if rng.random() < 2 / 3 else rng.randint(1, 200)
+        later = {"delay": wait, "backoff": {"type": "fixed", "delay": wait}}
+        specs.append(dataclasses.replace(spec, options=later))
+    only_by_hand = {s.id for s in specs if s.options["delay"] == hour}
+    await produce(queue, specs, chunk=500)
+    pool = scenario.workers(server, name, concurrency=8, lock_duration=2000, stalled_interval=1000)
+    for _ in range(4):
+        pool.spawn()
+
+    # When a client promotes every delayed job it sees (again after each backoff), racing the
+    # workers' own promotions and sweeps, while a worker is SIGKILLed and replaced every
+    # 250 ms for 8 s
+    promoted: Counter[str] = Counter()
+    refused = 0
+    stop = asyncio.Event()
+
+    async def promote_all() -> None:
+        nonlocal refused
+        while not stop.is_set():
+            due = await queue.get_delayed(0, 199)
+            for job in due:
+                try:
+                    await queue.promote_job(job.id)
+                except (JobStateError, JobNotFoundError):  # taken on meanwhile
+                    refused += 1
+                else:
+                    promoted[job.id] += 1
+            if not due:
+                await asyncio.sleep(0.05)  # the promoter's own pace
+
+    promoter = asyncio.create_task(promote_all())
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.25)  # the storm's own pace
+        pool.kill(rng.choice(pool.live))
+        pool.spawn()
+
+    # Then every job ran as without faults: none lost, run twice, stuck delayed or in two places
+    drained = await scenario.settle(queue, timeout=60)
+    stop.set()
+    await promoter
+    findings = Findings(
+        "promotions racing a worker SIGKILL storm", len(specs),
+        f"promote_job of every delayed job by a client; {pool.killed} SIGKILLs of 4 workers, "
+        "1 per 250 ms",
+    )  # fmt: skip
+    await scenario.audit(findings, server, name, specs, healthy=None)
+    runs = RunLog.read(scenario.tmp / f"runs-{name}")
+    findings.broken["delayed an hour, ran, never promoted"] = [
+        i for i in runs.runs if i in only_by_hand and not promoted[i]
+    ]
+    findings.notes.append(
+        f"promoted {sum(promoted.values())} times ({len(promoted)} jobs, "
+        f"{sum(n > 1 for n in promoted.values())} after a backoff), refused {refused} (taken "
+        f"on by a worker's promotion first); "
+        f"drained: {drained}"
     )
     await scenario.finish(findings)
