@@ -244,6 +244,7 @@ def _register_commands() -> None:
     from . import (
         audit,
         dlq,
+        job,
         migrate,
         queues,
         record,
@@ -256,6 +257,7 @@ def _register_commands() -> None:
 
     main.add_command(queues.queues)
     main.add_command(schedules.schedules)
+    main.add_command(job.job)
     main.add_command(dlq.dlq)
     main.add_command(serve.serve)
     main.add_command(migrate.migrate)
