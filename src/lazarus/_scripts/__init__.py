@@ -15,7 +15,8 @@ twice is harmless (:data:`REPEATABLE`); a timeout is never followed by a second 
 the script may still be running. Per script:
 
 - ``complete_job``, ``retry_job``, ``fail_job``, ``dead_letter_job``, ``postpone_job``: their
-  call id is the id and lock token of the job they finish (a token is unique to one attempt).
+  call id is the id and lock token of the job they finish (a token names one claim, in any
+  life of the job's id: ``includes/lock_token.lua``).
   Each remembers
   its reply in its worker slot's ``reply`` key (``includes/once.lua``); a second run finds
   the lock released and answers with the first run's reply and next job instead of reporting
@@ -41,9 +42,11 @@ the script may still be running. Per script:
 - ``add_repeatable`` (a second run finds the schedule and answers with its pending
   occurrence) and ``repeat_job`` (a compare-and-set on the schedule's next due time) change
   nothing when run twice; ``remove_repeatable`` (a second run answers 0) is sent once.
-- ``update_progress`` sets the same value again (one more ``progress`` event).
+- ``update_progress`` sets the same value again (one more ``progress`` event);
+  ``beat_worker`` renews the same registration again.
 - ``add_log`` (a second run would append the line twice) is sent once.
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
+  ``promote_job`` (a second run would report JOB_STATE for the job it promoted),
   ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
   ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
   letters the first one handled as missing) and ``set_dead_letter_status`` (a second run
