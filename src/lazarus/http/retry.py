@@ -13,6 +13,8 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from ..job import JobState
+from ..queue import Queue
 from ._deps import (
     AUTH_ERRORS,
     CONFLICT,
@@ -38,6 +40,14 @@ class RetryResult(BaseModel):
     dry_run: bool = Field(serialization_alias="dryRun")
 
 
+async def _moved(queue: Queue, id: str, state: JobState | None = None) -> JobOut:
+    """Job ``id`` of ``queue`` just after a call moved it (in ``state``, or as it is now)."""
+    job = await queue.get_job(id)
+    if job is None:  # removed by someone else the moment after it moved
+        raise ApiError(404, "not_found", f"no job {id!r} in {queue.name!r}")
+    return job_out(job, state or await queue.get_job_state(id))
+
+
 @router.post("/{name}/jobs/{id}/retry", summary="Retry one failed job", dependencies=_AUTH,
              responses={**NOT_FOUND, **CONFLICT})  # fmt: skip
 async def retry_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
@@ -45,10 +55,7 @@ async def retry_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
     await existing_queue(ops, name)
     queue = ops.queue(name)
     await queue.retry_job(id)
-    job = await queue.get_job(id)
-    if job is None:  # removed by someone else the moment after it was retried
-        raise ApiError(404, "not_found", f"no job {id!r} in {name!r}")
-    return job_out(job, await queue.get_job_state(id))
+    return await _moved(queue, id)
 
 
 @router.post("/{name}/jobs/{id}/promote", summary="Run one delayed job now", dependencies=_AUTH,
@@ -57,11 +64,7 @@ async def promote_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
     """Move a delayed job to waiting (or prioritized) at once; 409 unless it is delayed."""
     await existing_queue(ops, name)
     queue = ops.queue(name)
-    state = await queue.promote_job(id)
-    job = await queue.get_job(id)
-    if job is None:  # removed by someone else the moment after it was promoted
-        raise ApiError(404, "not_found", f"no job {id!r} in {name!r}")
-    return job_out(job, state)
+    return await _moved(queue, id, await queue.promote_job(id))
 
 
 @router.post("/{name}/retry", summary="Retry every failed job of a queue", dependencies=_AUTH,

@@ -13,6 +13,6 @@ end
 -- lock_token_worker(token): the worker name in a token, '' when it is none of ours (a token
 -- of '<worker>:<attempt>', as lazarus 0.1 made them, included).
 local function lock_token_worker(token)
-  return string.match(token or '', '^(.*):%d+:%d+%-%d+$')
-    or string.match(token or '', '^(.*):%d+$') or ''
+  token = token or ''
+  return string.match(token, '^(.*):%d+:%d+%-%d+$') or string.match(token, '^(.*):%d+$') or ''
 end
