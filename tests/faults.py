@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import urllib.parse
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -106,14 +106,22 @@ def collect(worker: Worker, event: str) -> list[tuple[Any, ...]]:
 class ReplyDropper:
     """A TCP proxy in front of a real Redis that, once armed, forwards the next command holding
     ``marker`` (say, a script's SHA1) and then drops the connection instead of passing its
-    reply on: Redis ran the command, the client never hears of it and sends it again."""
+    reply on: Redis ran the command, the client never hears of it and sends it again.
+    ``meanwhile``, if given, is awaited between the command's run and the drop: what happens
+    elsewhere while the client waits for its reply."""
 
-    def __init__(self, redis_url: str, marker: bytes) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        marker: bytes,
+        meanwhile: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         parts = urllib.parse.urlsplit(redis_url)
         assert parts.scheme == "redis" and parts.hostname and parts.port, redis_url
         self._upstream = (parts.hostname, parts.port)
         self._path = parts.path
         self.marker = marker
+        self.meanwhile = meanwhile
         self.armed = False
         self.dropped = 0
         self._server: asyncio.Server | None = None
@@ -157,6 +165,8 @@ class ReplyDropper:
             while data := await up_reader.read(65536):
                 if drop.is_set():  # the command ran: its reply is lost with the connection
                     self.dropped += 1
+                    if self.meanwhile is not None:
+                        await self.meanwhile()
                     return
                 writer.write(data)
                 await writer.drain()

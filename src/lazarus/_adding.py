@@ -174,7 +174,7 @@ class QueueAddingMixin:
         calls = []
         for chunk in _chunks(prepared):
             keys = [*self.keys.group, *(self.keys.job(p.args[0]) for p in chunk)]
-            args: list[Any] = [now, self.max_events]
+            args: list[Any] = [now, self.max_events, 0]  # resent: see _scripts.Script
             for p in chunk:
                 args += p.args
             if any(p.dedup is not None for p in chunk):  # else no arguments: nothing to check

@@ -47,13 +47,15 @@ async def add(
     priority: int = 0,
     attempts: int = 1,
     data: str = '{"x":1}',
+    now: int = NOW,
+    resent: int = 0,
 ) -> Any:
     opts = json.dumps({"attempts": attempts, "delay": delay})
     result = await call(
         raw,
         "add_jobs",
         [*k.group, k.job(job_id)],
-        [NOW, MAXLEN, job_id, "name", data, opts, delay, priority, attempts],
+        [now, MAXLEN, resent, job_id, "name", data, opts, delay, priority, attempts],
     )
     return result[0]
 
@@ -129,6 +131,43 @@ async def test_add_jobs_returns_job_exists_and_keeps_the_original(
 
     assert await raw.hget(k.job("a"), "data") == '"first"'
     assert await raw.llen(k.wait) == 1
+
+
+WINDOW_MS = 30_000  # includes/job_logs.lua's RESEND_WINDOW_MS
+
+
+@pytest.mark.parametrize(
+    ("resent", "add_time", "removed_after", "state"),
+    [
+        pytest.param(1, NOW, 5, -5, id="resent, the job it added removed: nothing added"),
+        pytest.param(0, NOW, 5, "waiting", id="a new add at the same time: added"),
+        pytest.param(1, NOW + 1, 5, "waiting", id="resent, another add's job removed: added"),
+        pytest.param(1, NOW, WINDOW_MS, "waiting", id="removed after the window: added"),
+    ],
+)
+async def test_add_jobs_resent_finds_the_tombstone_of_the_job_its_first_send_added(
+    raw: aioredis.Redis,
+    k: QueueKeys,
+    resent: int,
+    add_time: int,
+    removed_after: int,
+    state: object,
+) -> None:
+    # Given a job added at NOW, run and removed (remove_on_complete) `removed_after` ms later
+    assert await add(raw, k, "a") == "waiting"
+    token = await claim_token(raw, k)
+    args = complete_args("a", token, remove_now=1, now=NOW + removed_after)
+    assert (await call(raw, "complete_job", [*k.group, k.job("a"), k.completed, memo(k)], args))[
+        0
+    ] == 0
+    assert await raw.exists(k.job("a")) == 0
+
+    # When an add of its id comes, sent again or not, with its add time
+    result = await add(raw, k, "a", now=add_time, resent=resent)
+
+    # Then only a second send of the add that added the job finds it, within the window
+    assert result == state
+    assert await raw.exists(k.job("a")) == (state != -5)
 
 
 # -- claim_jobs -------------------------------------------------------------------------------
@@ -227,8 +266,10 @@ async def test_claim_skips_ids_whose_job_was_deleted(raw: aioredis.Redis, k: Que
 # -- complete_job -----------------------------------------------------------------------------
 
 
-def complete_args(job_id: str, token: str, *, remove_now: int = 0, keep: int = -1) -> list[Any]:
-    return [job_id, token, NOW + 5, '"done"', keep, -1, remove_now, MAXLEN, 0, "w1", 30_000]
+def complete_args(
+    job_id: str, token: str, *, remove_now: int = 0, keep: int = -1, now: int = NOW + 5
+) -> list[Any]:
+    return [job_id, token, now, '"done"', keep, -1, remove_now, MAXLEN, 0, "w1", 30_000]
 
 
 async def test_complete_moves_active_to_completed(raw: aioredis.Redis, k: QueueKeys) -> None:

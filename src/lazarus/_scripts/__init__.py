@@ -31,8 +31,11 @@ the script may still be running. Per script:
   again only by this retry, keeps its memo for minutes at most (``ojs.backend.FETCH_MEMO_MS``).
 - ``sweep_stalled``: a dead letter's id is derived from the job in Lua and never overwrites
   one that exists; a second run only sweeps leases that expired since.
-- ``extend_locks``, ``add_jobs`` (the client chooses every id: a second run answers
-  JOB_EXISTS and the caller reads the job), ``pause_queue`` (its reply is not used) and
+- ``add_jobs``: the client chooses every id, so a second run answers JOB_EXISTS and the
+  caller reads the job. A second send says it is one (:meth:`Script.command` sets ARGV
+  ``resent``), and then also answers JOB_EXISTS for a job its first run added that ran and
+  was deleted since: such a job leaves a tombstone for 30 s (``includes/job_logs.lua``).
+- ``extend_locks``, ``pause_queue`` (its reply is not used) and
   ``scan_dead_letters`` (a read) and ``settle_dead_letters`` (it checks each dead letter
   still waits for the same job) are safe to run twice as they are.
 - ``acquire_lease`` (renews what the first run took), ``claim_dead_letters`` (renews the
@@ -78,7 +81,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._connection import Client
 from . import cluster
 from ._coalesce import IN_FLIGHT as IN_FLIGHT
-from ._coalesce import Coalescer, Packed, coalescer
+from ._coalesce import Coalescer, Packed, coalescer, resent
 from ._source import script_source
 
 if sys.version_info >= (3, 11):
@@ -111,15 +114,25 @@ class Script:
         header = self.raw.split("]]", 1)[0]
         self.header_keys = dict(_parse(_HEADER_KEY, header))
         self.header_args = dict(_parse(_HEADER_ARG, header))
+        # A script told whether a call is sent again (add_jobs) takes it as ARGV 'resent'.
+        self._resent = next((i for i, arg in self.header_args.items() if arg == "resent"), 0)
 
-    def command(self, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+    def command(self, keys: Sequence[str], args: Sequence[Any]) -> Packed:
         """The EVALSHA command that runs this script, for :func:`execute`; packed already
         when hiredis takes its arguments."""
         command = Packed(("EVALSHA", self.sha, len(keys), *keys, *args))
         wire = _hiredis_wire(command)
         if wire is not None:  # else redis-py packs it when it is sent
             command.wire = wire
+        if self._resent:
+            command.again = functools.partial(self._sent_again, keys, args)
         return command
+
+    def _sent_again(self, keys: Sequence[str], args: Sequence[Any]) -> Packed:
+        """The call of ``keys`` and ``args`` as sent again: with ARGV ``resent`` = 1."""
+        again = list(args)
+        again[self._resent - 1] = 1
+        return self.command(keys, again)
 
     async def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = self.command(keys, args)
@@ -181,9 +194,14 @@ async def execute(
     pool = client.connection_pool
     conn = vars(pool).pop(_SPARE, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
 
+    sent_before = False
+
     async def attempt() -> list[Any]:
+        nonlocal sent_before
+        batch = [resent(command) for command in commands] if sent_before else commands
+        sent_before = True
         try:
-            return await _send_and_read(conn, commands, timeout)
+            return await _send_and_read(conn, batch, timeout)
         except RedisConnectionError as error:
             if repeatable:
                 raise

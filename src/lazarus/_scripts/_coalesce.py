@@ -121,7 +121,7 @@ class Coalescer:
             if not repeatable:
                 continue
             try:
-                (reply,) = await self._execute(self._live(), [command], repeatable=True)
+                (reply,) = await self._execute(self._live(), [resent(command)], repeatable=True)
             except Exception as failure:
                 _settle(future, failure)
             else:
@@ -146,9 +146,18 @@ def _batch_size(pending: list[_Call], limit: int) -> int:
 
 class Packed(tuple[Any, ...]):
     """A command, with ``wire``: its bytes in the Redis protocol, packed once when it is made
-    (they size its batch, and are what is sent)."""
+    (they size its batch, and are what is sent); and ``again``, when a second send must say
+    that it is one (:func:`resent`)."""
 
     wire: bytes
+    again: Callable[[], Packed] | None = None
+
+
+def resent(command: Sequence[Any]) -> Sequence[Any]:
+    """``command`` as sent again after a dropped connection lost its reply (its first send may
+    have run): the variant its ``again`` makes, if it has one, else itself."""
+    again = getattr(command, "again", None)
+    return command if again is None else again()
 
 
 def _settle(future: asyncio.Future[Any], error: BaseException) -> None:

@@ -13,15 +13,19 @@
   KEYS[10] job_prefix
   KEYS[11..] job            the hash of each new job, in the order of the ARGV groups
 
-  ARGV[1]  now              milliseconds
+  ARGV[1]  now              milliseconds: each job's add time (timestamp)
   ARGV[2]  maxlen           events stream length
-  ARGV[3..] job fields      seven per job: id, name, data, opts, delay, priority, attempts;
+  ARGV[3]  resent           1 when the call is sent again after a dropped connection (its
+                            first send may have run), else 0
+  ARGV[4..] job fields      seven per job: id, name, data, opts, delay, priority, attempts;
                             then, optionally, two per job: deduplication id ('' for none)
                             and its ttl in ms (0: until the job completes or fails)
 
   Returns: one entry per job: the state it entered ('waiting', 'prioritized', 'delayed'),
            -5 (JOB_EXISTS) when a job with that id is already there (it is left as it is),
-           or {holder} when another job holds its deduplication id (nothing is written).
+           or when the call is resent and its first send added the job, which ran and was
+           deleted since (its tombstone: includes/job_logs.lua), or {holder} when another
+           job holds its deduplication id (nothing is written).
   Events:  waiting | delayed (jobId) per job added; deduplicated (jobId of the holder,
            deduplicationId, deduplicatedJobId) per job not added for its deduplication id
 ]]
@@ -29,19 +33,21 @@
 -- @include dedup
 -- @include queue_keys
 -- @include enqueue
+-- @include job_logs
 
 local q = queue_keys(1)
 local now = tonumber(ARGV[1])
 local maxlen = ARGV[2]
 local results = {}
 local pushed = {}  -- the ids for the wait list, pushed together at the end
-local dedup = 3 + (#KEYS - 10) * 7  -- the first deduplication argument, if any
+local resent = ARGV[3] == '1'
+local dedup = 4 + (#KEYS - 10) * 7  -- the first deduplication argument, if any
 for i = 11, #KEYS do
-  local a = 3 + (i - 11) * 7
+  local a = 4 + (i - 11) * 7
   local d = dedup + (i - 11) * 2
   local dedup_id = ARGV[d] or ''
   local key = KEYS[i]
-  if redis.call('EXISTS', key) == 1 then
+  if redis.call('EXISTS', key) == 1 or (resent and added_before(key, now)) then
     results[#results + 1] = -5
   else
     local holder = dedup_id ~= '' and dedup_take(q, dedup_id, tonumber(ARGV[d + 1]), ARGV[a],

@@ -40,6 +40,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from ._coalesce import resent
+
 MAX_REDIRECTS = 16
 MAX_SENDS_AFTER_DROP = 3
 RETRY_PAUSE = 0.1
@@ -90,6 +92,8 @@ async def _on_slot(
     timeout: float | None,
     repeatable: bool,
 ) -> list[Any]:
+    # As sent next: one whose reply a dropped connection lost goes again as resent().
+    sending = dict(enumerate(commands))
     replies: list[Any] = [None] * len(commands)
     pending = list(range(len(commands)))
     asking: dict[int, str] = {}  # command index -> the node an ASK named
@@ -103,7 +107,7 @@ async def _on_slot(
         pending, asked_before, asking = [], asking, {}
         for name, indexes in by_node.items():
             node = client.get_node(node_name=name) or _master(client, slot)
-            batch = [commands[i] for i in indexes]
+            batch = [sending[i] for i in indexes]
             try:
                 got = await _send(node, batch, send, timeout, asked=indexes[0] in asked_before)
             except RedisConnectionError:
@@ -111,6 +115,7 @@ async def _on_slot(
                 if not repeatable or drops >= MAX_SENDS_AFTER_DROP:
                     raise
                 pending.extend(indexes)  # the master may have died: see who serves it now
+                sending.update({i: resent(sending[i]) for i in indexes})
                 continue
             for index, reply in zip(indexes, got, strict=True):
                 if isinstance(reply, AskError) and not isinstance(reply, MovedError):

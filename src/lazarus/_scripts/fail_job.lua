@@ -58,7 +58,7 @@ local code = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
 local made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 if ARGV[15] == '1' then
-  discard_terminal(q, id, ARGV[4], made, maxlen)
+  discard_terminal(q, id, ARGV[4], made, now, maxlen)
 else
   fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]),
     tonumber(ARGV[10]), maxlen)

@@ -156,7 +156,7 @@ for i, id in ipairs(expired) do
       local dead_letters = exhaustion ~= 'fail' and exhaustion ~= 'discard'
       local home = dead_letters and home_of(f[5], f[6])
       if exhaustion == 'discard' then
-        discard_terminal(q, id, reason, made, maxlen)
+        discard_terminal(q, id, reason, made, now, maxlen)
         failed[#failed + 1] = id
       elseif home or (dead_letters and has_dlq and across) then
         local dl_id = dead_letter_id(id, f[2] or '0', true)

@@ -109,7 +109,7 @@ class Record:
     async def _enqueue_copy(self, row: dict[str, Any]) -> str:
         new_id = f"{row['id']}-replay"
         keys = QueueKeys(self.prefix, row["source_queue"])
-        args = [now_ms(), 10_000, new_id, row["job_name"], row["job_payload"],
+        args = [now_ms(), 10_000, 0, new_id, row["job_name"], row["job_payload"],
                 row["original_opts"], row["job_delay"], row["job_priority"],
                 row["job_attempts"]]  # fmt: skip
         await self.redis.sadd(keys.registry, keys.queue)

@@ -77,6 +77,7 @@ local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, sour
   store_add(dlq.dl, rec_id, values, now, origin)
   redis.call('ZADD', dlq.marker, 0, '0')
   move_logs(key, rec_key)
+  bury(key, now)
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[1] or '',
     'attemptsMade', f[5] or 0, 'deadLettered', '1')
@@ -127,6 +128,7 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   redis.call('ZADD', dlq.marker, 0, '0')
   dedup_release(src.job_prefix, id, true)
   move_logs(key, dl_key)
+  bury(key, now, f[4])
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
     'attemptsMade', f[9] or 0, 'deadLettered', '1')
@@ -138,12 +140,12 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   return dl_id
 end
 
--- discard_terminal(src, id, reason, made, maxlen): delete the (already released) job `id`
+-- discard_terminal(src, id, reason, made, now, maxlen): delete the (already released) job `id`
 -- for good (its on_exhaustion is discard), with what it held: its logs and its deduplication
 -- id; its event is discarded instead of failed.
-local function discard_terminal(src, id, reason, made, maxlen)
+local function discard_terminal(src, id, reason, made, now, maxlen)
   dedup_release(src.job_prefix, id, true)
-  drop_job(src.job_prefix .. id)
+  drop_job(src.job_prefix .. id, now)
   emit(src.events, maxlen, 'discarded', 'jobId', id, 'failedReason', reason, 'attemptsMade', made)
 end
 
@@ -154,7 +156,7 @@ local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_
   local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade')
   dedup_release(src.job_prefix, id, true)
   if remove_now == 1 then
-    drop_job(key)
+    drop_job(key, now)
   else
     redis.call('ZADD', failed, now, id)
     retain(failed, src.job_prefix, keep_count, keep_age, now)

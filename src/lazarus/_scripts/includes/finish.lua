@@ -31,14 +31,14 @@ local function retain(set, job_prefix, keep_count, keep_age_ms, now)
     local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - keep_age_ms, 'LIMIT', 0,
       RETAIN_AT_MOST)
     if #old > 0 then
-      drop_jobs(job_prefix, old)
+      drop_jobs(job_prefix, old, now)
       redis.call('ZREM', set, unpack(old))
     end
   end
   if keep_count >= 0 then
     local excess = math.min(redis.call('ZCARD', set) - keep_count, RETAIN_AT_MOST)
     if excess > 0 then
-      drop_jobs(job_prefix, redis.call('ZRANGE', set, 0, excess - 1))
+      drop_jobs(job_prefix, redis.call('ZRANGE', set, 0, excess - 1), now)
       redis.call('ZREMRANGEBYRANK', set, 0, excess - 1)
     end
   end

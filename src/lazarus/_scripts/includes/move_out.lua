@@ -27,6 +27,7 @@ local function move_out(src, id, moves, dl_id, now, reason, source_name, dlq_nam
     logs = lines}))
   if fields['replayOf'] then redis.call('HSET', moves, 'job:' .. id, dl_id) end
   dedup_release(src.job_prefix, id, true)
+  bury(key, now, fields['timestamp'])
   redis.call('DEL', key, logs_list)
   local holder = dl_id
   if fields['replayOf'] and fields['replayDlq'] == dlq_name then holder = fields['replayOf'] end
