@@ -9,7 +9,7 @@ import signal
 import socket
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
@@ -103,7 +103,48 @@ def collect(worker: Worker, event: str) -> list[tuple[Any, ...]]:
     return seen
 
 
-class ReplyDropper:
+P = TypeVar("P", bound="Proxy")
+
+
+class Proxy:
+    """A TCP proxy on a loopback port in front of the real Redis at ``redis_url``, for the
+    clients under test (:attr:`url`); a subclass serves each connection (``_serve``)."""
+
+    def __init__(self, redis_url: str) -> None:
+        parts = urllib.parse.urlsplit(redis_url)
+        assert parts.scheme == "redis" and parts.hostname and parts.port, redis_url
+        self._upstream = (parts.hostname, parts.port)
+        self._path = parts.path
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        """The proxy's URL, for the client under test."""
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return f"redis://127.0.0.1:{port}{self._path}"
+
+    async def __aenter__(self: P) -> P:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._end_connections()
+        await self._server.wait_closed()
+
+    async def _end_connections(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class ReplyDropper(Proxy):
     """A TCP proxy in front of a real Redis that, once armed, forwards the next command holding
     ``marker`` (say, a script's SHA1) and then drops the connection instead of passing its
     reply on: Redis ran the command, the client never hears of it and sends it again.
@@ -116,35 +157,11 @@ class ReplyDropper:
         marker: bytes,
         meanwhile: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        parts = urllib.parse.urlsplit(redis_url)
-        assert parts.scheme == "redis" and parts.hostname and parts.port, redis_url
-        self._upstream = (parts.hostname, parts.port)
-        self._path = parts.path
+        super().__init__(redis_url)
         self.marker = marker
         self.meanwhile = meanwhile
         self.armed = False
         self.dropped = 0
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def url(self) -> str:
-        """The proxy's URL, for the client under test."""
-        assert self._server is not None
-        port = self._server.sockets[0].getsockname()[1]
-        return f"redis://127.0.0.1:{port}{self._path}"
-
-    async def __aenter__(self) -> ReplyDropper:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-import urllib.parse
 from collections import Counter
 from collections.abc import Callable
+
+from ..faults import Proxy
 
 
 def parse_requests(buffer: bytearray) -> list[list[bytes]]:
@@ -47,7 +48,7 @@ def parse_requests(buffer: bytearray) -> list[list[bytes]]:
     return commands
 
 
-class LossyProxy:
+class LossyProxy(Proxy):
     """Between one client and Redis: drops the reply of about ``rate`` of the calls of the
     script whose SHA1 is ``sha`` (``EVALSHA``), the connection cut ``hold`` seconds (a range)
     after the call went on to Redis. ``job_ids`` names the jobs a call adds (from its
@@ -57,10 +58,7 @@ class LossyProxy:
         self, redis_url: str, *, sha: str, job_ids: Callable[[list[bytes]], list[str]],
         rate: float, hold: tuple[float, float], seed: int,
     ) -> None:  # fmt: skip
-        parts = urllib.parse.urlsplit(redis_url)
-        assert parts.scheme == "redis" and parts.hostname and parts.port, redis_url
-        self._upstream = (parts.hostname, parts.port)
-        self._path = parts.path
+        super().__init__(redis_url)
         self._sha = sha.encode()
         self._job_ids = job_ids
         self.rate = rate
@@ -74,27 +72,11 @@ class LossyProxy:
         self.dropped_ids: Counter[str] = Counter()  # job id -> lost replies of calls adding it
         self.connections = 0
         self.errors: list[str] = []  # the proxy's own failures (a request it could not parse)
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._closing = asyncio.Event()
 
-    @property
-    def url(self) -> str:
-        """The proxy's URL, for the client under test."""
-        assert self._server is not None
-        port = self._server.sockets[0].getsockname()[1]
-        return f"redis://127.0.0.1:{port}{self._path}"
-
-    async def __aenter__(self) -> LossyProxy:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        assert self._server is not None
-        self._server.close()
+    async def _end_connections(self) -> None:
         self._closing.set()  # every connection left ends
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
 
     def _is_watched(self, command: list[bytes]) -> bool:
         return len(command) > 2 and command[0].upper() == b"EVALSHA" and command[1] == self._sha
