@@ -1,8 +1,9 @@
-"""Moving jobs on by hand: the ``retry_job``, ``retry_jobs`` and ``promote_job`` methods of
-:class:`~lazarus.Queue`.
+"""Moving jobs on by hand: the ``retry_job``, ``retry_jobs``, ``promote_job`` and
+``promote_jobs`` methods of :class:`~lazarus.Queue`.
 
 A delayed job (waiting out its own delay, a retry's backoff or a rate limit's postponement)
-is made ready at once by ``promote_job``.
+is made ready at once by ``promote_job``; ``promote_jobs`` does it for as many jobs as are
+delayed when it begins, soonest due first, in bounded script calls as a bulk retry.
 
 A job in ``failed`` (it failed for good on a queue without a dead letter queue) goes back to
 ``waiting`` (or ``prioritized``) with its attempts afresh, keeping its failure history. Each
@@ -74,6 +75,41 @@ class RetryMixin:
         if isinstance(reply, int):
             raise error_for_code(reply, f"promote job {job_id!r} of {self.name!r}")
         return cast(JobState, text(reply))
+
+    @reports_unavailable
+    async def promote_jobs(
+        self,
+        *,
+        dry_run: bool = False,
+        batch_size: int = DEFAULT_BATCH,
+        on_progress: Progress | None = None,
+    ) -> int:
+        """Make the delayed jobs ready now, soonest due first, as :meth:`promote_job` each;
+        returns how many were promoted (with ``dry_run``, how many are delayed).
+
+        It promotes at most as many as are delayed when the call begins: jobs that become
+        delayed meanwhile (a retry's backoff, a rate limit's postponement) may be among them,
+        but never make it run for good. ``batch_size`` jobs per script call;
+        ``on_progress(done)`` is called after each batch (it may be async).
+        """
+        batch, on_progress = check_batch(batch_size), check_progress(on_progress)
+        remaining = int(await self._client.zcard(self.keys.delayed))
+        if dry_run:
+            return remaining
+        script = _scripts.load("promote_jobs")
+        done = 0
+        while remaining > 0:
+            left, dropped, *promoted = await script(
+                self._client, list(self.keys.group),
+                [now_ms(), self.max_events, min(batch, remaining), CALL_BUDGET_US],
+            )  # fmt: skip
+            done += len(promoted)
+            remaining -= len(promoted) + int(dropped)
+            if on_progress is not None:
+                await report(on_progress, done)
+            if not int(left):
+                break
+        return done
 
     @reports_unavailable
     async def retry_jobs(

@@ -148,6 +148,7 @@ class Queue(_Shell[_AsyncQueue]):
     retry_job = _blocking(_AsyncQueue.retry_job)
     retry_jobs = _blocking(_AsyncQueue.retry_jobs)
     promote_job = _blocking(_AsyncQueue.promote_job)
+    promote_jobs = _blocking(_AsyncQueue.promote_jobs)
     # The dead letter operations.
     get_dead_letter_count = _blocking(_AsyncQueue.get_dead_letter_count)
     get_dead_letter_jobs = _blocking(_AsyncQueue.get_dead_letter_jobs)

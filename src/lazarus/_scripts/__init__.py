@@ -50,6 +50,7 @@ the script may still be running. Per script:
 - ``add_log`` (a second run would append the line twice) is sent once.
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
   ``promote_job`` (a second run would report JOB_STATE for the job it promoted),
+  ``promote_jobs`` (a second run would promote the next batch and report only those),
   ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
   ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
   letters the first one handled as missing) and ``set_dead_letter_status`` (a second run
@@ -372,4 +373,5 @@ NAMES = (
     "job_state",
     "beat_worker",
     "promote_job",
+    "promote_jobs",
 )

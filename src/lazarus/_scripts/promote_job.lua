@@ -28,10 +28,5 @@
 -- @include enqueue
 
 local q = queue_keys(1)
-local id = ARGV[1]
 if redis.call('EXISTS', KEYS[11]) == 0 then return -1 end
-if redis.call('ZREM', q.delayed, id) == 0 then return -6 end
-redis.call('HSET', KEYS[11], 'delay', 0)
-emit(q.events, ARGV[3], 'promoted', 'jobId', id)
-local priority = tonumber(redis.call('HGET', KEYS[11], 'priority') or '0') or 0
-return enqueue(q, id, priority, 0, tonumber(ARGV[2]), ARGV[3])
+return promote_now(q, ARGV[1], tonumber(ARGV[2]), ARGV[3]) or -6

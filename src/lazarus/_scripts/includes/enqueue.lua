@@ -35,6 +35,19 @@ local function enqueue(q, id, priority, delay, now, maxlen, pushed)
   return 'waiting'
 end
 
+-- promote_now(q, id, now, maxlen, pushed): make the delayed job `id` (whose hash is there)
+-- ready now, by hand, as if its delay had just ended: out of delayed, its delay 0, into
+-- waiting or prioritized by its priority (`pushed` as for enqueue). Returns the state it
+-- entered, or false, having written nothing, when it is not delayed.
+local function promote_now(q, id, now, maxlen, pushed)
+  if redis.call('ZREM', q.delayed, id) == 0 then return false end
+  local key = q.job_prefix .. id
+  redis.call('HSET', key, 'delay', 0)
+  emit(q.events, maxlen, 'promoted', 'jobId', id)
+  local priority = tonumber(redis.call('HGET', key, 'priority') or '0') or 0
+  return enqueue(q, id, priority, 0, now, maxlen, pushed)
+end
+
 -- enqueue_push(q, pushed): LPUSH the ids that enqueue gathered in `pushed`, in their order.
 local function enqueue_push(q, pushed)
   for i = 1, #pushed, 1000 do
