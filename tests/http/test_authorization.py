@@ -56,6 +56,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/queues/{name}/jobs/{id}/retry"): OP,
     ("POST", "/api/queues/{name}/jobs/{id}/promote"): OP,
     ("POST", "/api/queues/{name}/retry"): OP,
+    ("POST", "/api/queues/{name}/promote"): OP,
     ("GET", "/api/queues/{name}/workers"): V,
     # seed 003's API over the record, and the webhook delivery log
     ("GET", "/api/v1/dead-letter"): V,

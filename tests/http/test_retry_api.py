@@ -1,5 +1,5 @@
-"""POST /api/queues/{name}/jobs/{id}/retry, POST /api/queues/{name}/retry and
-POST /api/queues/{name}/jobs/{id}/promote."""
+"""POST /api/queues/{name}/jobs/{id}/retry, POST /api/queues/{name}/retry,
+POST /api/queues/{name}/jobs/{id}/promote and POST /api/queues/{name}/promote."""
 
 from __future__ import annotations
 
@@ -85,3 +85,38 @@ async def test_promote_one_delayed_job(client: httpx.AsyncClient, queue: Queue) 
     assert again.json()["error"]["code"] == "job_state_conflict"
     missing = await client.post("/api/queues/jobs/jobs/nope/promote")
     assert missing.status_code == 404
+
+
+async def test_promote_every_delayed_job_with_a_dry_run_first(
+    client: httpx.AsyncClient, queue: Queue
+) -> None:
+    await queue.pause()  # promoted jobs stay put where the test can see them
+    delayed = [await queue.add("n", {"i": i}, delay=3_600_000 + i) for i in range(3)]
+    ready = await queue.add("n", {"i": 9})
+
+    dry = await client.post("/api/queues/jobs/promote?dryRun=true")
+
+    assert dry.status_code == 200, dry.text
+    assert dry.json() == {"promoted": 3, "dryRun": True}
+    assert [await queue.get_job_state(j.id) for j in delayed] == ["delayed"] * 3
+    done = await client.post("/api/queues/jobs/promote")
+    assert done.json() == {"promoted": 3, "dryRun": False}
+    assert [await queue.get_job_state(j.id) for j in [*delayed, ready]] == ["paused"] * 4
+    assert await queue.get_delayed_count() == 0
+    again = await client.post("/api/queues/jobs/promote")
+    assert again.json() == {"promoted": 0, "dryRun": False}
+
+
+async def test_promote_of_an_unknown_queue_is_a_404_and_needs_the_token(
+    client: httpx.AsyncClient, anonymous: httpx.AsyncClient, queue: Queue
+) -> None:
+    job = await queue.add("n", None, delay=3_600_000)
+
+    missing = await client.post("/api/queues/nope/promote")
+    refused = await anonymous.post("/api/queues/jobs/promote")
+    misspelt = await client.post("/api/queues/jobs/promote?dry_run=true")
+
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert refused.status_code == 401
+    assert misspelt.status_code == 422 and "dry_run" in misspelt.text
+    assert await queue.get_job_state(job.id) == "delayed"

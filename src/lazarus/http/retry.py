@@ -1,9 +1,10 @@
-"""Retrying failed jobs over HTTP: one job, or every failed job of a queue (with a dry run);
-and running a delayed job now.
+"""Retrying failed jobs over HTTP, and running delayed jobs now: one job, or every failed
+(delayed) job of a queue, with a dry run.
 
-They call :meth:`~lazarus.Queue.retry_job`, :meth:`~lazarus.Queue.retry_jobs` and
-:meth:`~lazarus.Queue.promote_job`; the errors they raise map to 404 (no such job) and 409
-(``job_state_conflict``: the job is not failed, or not delayed).
+They call :meth:`~lazarus.Queue.retry_job`, :meth:`~lazarus.Queue.retry_jobs`,
+:meth:`~lazarus.Queue.promote_job` and :meth:`~lazarus.Queue.promote_jobs`; the errors they
+raise map to 404 (no such job) and 409 (``job_state_conflict``: the job is not failed, or not
+delayed).
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ class RetryResult(BaseModel):
 
     state: Literal["failed"]
     retried: int = Field(description="Jobs retried; with dryRun, jobs that would be.")
+    dry_run: bool = Field(serialization_alias="dryRun")
+
+
+class PromoteResult(BaseModel):
+    """What a bulk promotion did, or would do."""
+
+    promoted: int = Field(description="Delayed jobs made ready; with dryRun, jobs delayed now.")
     dry_run: bool = Field(serialization_alias="dryRun")
 
 
@@ -79,3 +87,17 @@ async def retry_jobs(
     await existing_queue(ops, name)
     count = await ops.queue(name).retry_jobs(state, dry_run=dry_run)
     return RetryResult(state=state, retried=count, dry_run=dry_run)
+
+
+@router.post("/{name}/promote", summary="Run every delayed job of a queue now",
+             dependencies=_AUTH, responses=NOT_FOUND, response_model_by_alias=True)  # fmt: skip
+async def promote_jobs(
+    ops: Ops,
+    name: QueueName,
+    dry_run: bool = Query(False, alias="dryRun", description="Count only; change nothing."),
+) -> PromoteResult:
+    """Make the jobs that are delayed when the call begins ready now, soonest due first, in
+    bounded batches."""
+    await existing_queue(ops, name)
+    count = await ops.queue(name).promote_jobs(dry_run=dry_run)
+    return PromoteResult(promoted=count, dry_run=dry_run)
