@@ -1,5 +1,6 @@
 """A queue's pages in a real headless Chromium: failed jobs found, retried one by one and in
-bulk, and auto-refresh switched on, all within the script-free Content-Security-Policy."""
+bulk, delayed jobs run now one by one and in bulk, and auto-refresh switched on, all within
+the script-free Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -61,4 +62,40 @@ async def test_operator_retries_failed_jobs_from_the_queue_page(
     # blocked nothing
     await page.get_by_role("link", name="5 s").click()
     await expect(page.locator('meta[http-equiv="refresh"]')).to_have_attribute("content", "5")
+    assert [e for e in errors if "Content Security Policy" in e] == []
+
+
+async def test_operator_runs_delayed_jobs_now_from_the_queue_page(
+    served: str,  # noqa: F811
+    page: Page,  # noqa: F811
+    queue: Queue,
+) -> None:
+    # Given three jobs delayed by an hour on a paused queue (so that they stay waiting)
+    await queue.pause()
+    await queue.add_bulk([{"name": "report", "data": {"n": n}, "delay": 3_600_000}
+                          for n in range(3)])  # fmt: skip
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text))
+
+    # When the operator opens the delayed jobs of the queue
+    await page.goto(served + "/dashboard/queues/jobs")
+    await expect(page.get_by_role("link", name="Run 3 delayed now…")).to_have_count(0)
+    await page.locator("nav.tabs a", has_text="delayed").click()
+    rows = page.locator("table.jobs tbody tr")
+    await expect(rows).to_have_count(3)
+
+    # When they run one now, Then it leaves the delayed jobs with a message
+    await rows.first.get_by_role("button", name="Run now").click()
+    await expect(page.locator(".flash-ok")).to_contain_text("is waiting now")
+    await expect(rows).to_have_count(2)
+
+    # When they run the rest now in bulk (confirming first), Then the waiting jobs show, and
+    # none is left delayed
+    await page.get_by_role("link", name="Run 2 delayed now…").click()
+    await expect(page.locator("form p")).to_contain_text("Run 2 delayed jobs of jobs now?")
+    await page.get_by_role("button", name="Run 2 jobs now").click()
+    await expect(page.locator(".flash-ok")).to_have_text("Promoted 2 delayed jobs.")
+    await expect(page.locator("nav.tabs .tab.current")).to_contain_text("waiting")
+    await expect(rows).to_have_count(3)
+    assert await queue.get_delayed_count() == 0
     assert [e for e in errors if "Content Security Policy" in e] == []

@@ -1,5 +1,5 @@
-"""The pages of any queue: jobs by state, a job's page, retry, pause, clean and drain, the
-workers, auto-refresh, and "no such queue"."""
+"""The pages of any queue: jobs by state, a job's page, retry, run now, pause, clean and
+drain, the workers, auto-refresh, and "no such queue"."""
 
 from __future__ import annotations
 
@@ -130,6 +130,35 @@ async def test_retry_all_failed_jobs_after_confirming(
                              data={"csrf": token, "confirm": "yes"})  # fmt: skip
     assert "Retried+3+failed+jobs" in done.headers["location"]
     assert await queue.get_failed_count() == 0
+
+
+async def test_run_every_delayed_job_now_after_confirming(
+    client: httpx.AsyncClient, queue: Queue
+) -> None:
+    await queue.pause()
+    delayed = [await queue.add("n", None, delay=3_600_000 + i) for i in range(3)]
+    waiting = (await client.get("/dashboard/queues/jobs?state=waiting")).text
+    listed = (await client.get("/dashboard/queues/jobs?state=delayed")).text
+    assert "promote-delayed" not in waiting and "Run 3 delayed now…" in listed
+    confirm = await client.get("/dashboard/queues/jobs/promote-delayed")
+    assert "Run 3 delayed jobs of <strong>jobs</strong> now?" in confirm.text
+    token = await csrf_of(client, "/dashboard/queues/jobs/promote-delayed")
+
+    unconfirmed = await client.post("/dashboard/queues/jobs/promote-delayed",
+                                    data={"csrf": token})  # fmt: skip
+    assert "not+confirmed" in unconfirmed.headers["location"]
+    assert await queue.get_delayed_count() == 3
+    done = await client.post("/dashboard/queues/jobs/promote-delayed",
+                             data={"csrf": token, "confirm": "yes"})  # fmt: skip
+
+    assert done.status_code == 303
+    assert done.headers["location"].startswith("/dashboard/queues/jobs?state=waiting")
+    assert "Promoted+3+delayed+jobs." in done.headers["location"]
+    assert [await queue.get_job_state(j.id) for j in delayed] == ["paused"] * 3
+    none_left = (await client.get("/dashboard/queues/jobs?state=delayed")).text
+    assert "promote-delayed" not in none_left
+    missing = await client.get("/dashboard/queues/nope/promote-delayed")
+    assert missing.status_code == 404
 
 
 @pytest.mark.parametrize("action", ["pause", "resume"])

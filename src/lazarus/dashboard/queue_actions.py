@@ -1,5 +1,6 @@
-"""What the dashboard changes about a queue: pause and resume it, retry failed jobs one by
-one or all at once, clean old jobs, drain the waiting ones, remove a schedule.
+"""What the dashboard changes about a queue: pause and resume it, retry failed jobs and run
+delayed jobs now, one by one or all at once, clean old jobs, drain the waiting ones, remove a
+schedule.
 
 Each is a POST (CSRF-checked by the route class) answering with a 303 to the queue's page,
 the outcome in ``flash``. The ones that touch many jobs have a GET page first that says how
@@ -145,6 +146,29 @@ async def retry_failed(request: Request, name: str) -> Response:
     done = await queue.retry_jobs()
     return back(
         request, name, f"Retried {done} failed job{'s' if done != 1 else ''}.", state="waiting"
+    )
+
+
+@router.get("/promote-delayed")
+async def promote_delayed_page(request: Request, name: str) -> Response:
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    return confirm(request, name, "promote-delayed", count=await queue.promote_jobs(dry_run=True))
+
+
+@router.post("/promote-delayed")
+async def promote_delayed(request: Request, name: str) -> Response:
+    """Run every job that is delayed now at once; back to the waiting jobs."""
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    if (await fields(request)).get("confirm") != "yes":
+        message = "Nothing was promoted: the form was not confirmed."
+        return back(request, name, message, error=True, state="delayed")
+    done = await queue.promote_jobs()
+    return back(
+        request, name, f"Promoted {done} delayed job{'s' if done != 1 else ''}.", state="waiting"
     )
 
 
