@@ -1,4 +1,4 @@
-"""``lazarus job``: retry, promote or remove one job of a queue."""
+"""``lazarus job``: retry, promote or remove one job of a queue; promote every delayed one."""
 
 from __future__ import annotations
 
@@ -55,9 +55,33 @@ async def test_remove_deletes_a_waiting_job(queue: Queue, invoke: Invoke) -> Non
     assert await queue.get_job(job.id) is None
 
 
+async def test_promote_all_runs_every_delayed_job_now_after_a_dry_run(
+    queue: Queue, invoke: Invoke
+) -> None:
+    await queue.pause()
+    jobs = [await queue.add("n", None, delay=3_600_000 + i) for i in range(3)]
+
+    dry = await invoke("job", "promote-all", "jobs", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "3 delayed jobs of jobs would be promoted" in dry.stdout
+    assert await queue.get_delayed_count() == 3
+    document = parsed(await invoke("job", "promote-all", "jobs", "--json"))
+
+    assert document == {"queue": "jobs", "promoted": 3, "dryRun": False}
+    assert [await queue.get_job_state(j.id) for j in jobs] == ["paused"] * 3
+    await queue.add("n", None, delay=3_600_000)
+    result = await invoke("job", "promote-all", "jobs")
+    assert result.exit_code == 0 and "promoted 1 delayed job of jobs" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
-    [(("promote", "jobs", ""), "job_id"), (("retry", "nope", "1"), "no queue 'nope'")],
+    [
+        (("promote", "jobs", ""), "job_id"),
+        (("retry", "nope", "1"), "no queue 'nope'"),
+        (("promote-all", "nope"), "no queue 'nope'"),
+        (("promote-all", ""), "QUEUE"),
+    ],
 )
 async def test_bad_input_is_refused_naming_what_is_wrong(
     queue: Queue, invoke: Invoke, args: tuple[str, ...], named: str
