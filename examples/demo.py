@@ -29,7 +29,7 @@ from rich.table import Table
 
 from lazarus import DeadLetterError, DeadLetterFilter, Job, Queue, UnrecoverableError, Worker
 from lazarus.embedded import EmbeddedRedis
-from lazarus.job import DeadLetterReason
+from lazarus.history import DeadLetterReason
 
 QUEUE = "payments"
 DLQ = f"{QUEUE}-dlq"

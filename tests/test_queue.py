@@ -526,7 +526,8 @@ async def test_a_bulk_over_several_calls_returns_the_existing_job_where_an_id_is
 
 
 def test_a_job_built_with_a_wrong_field_raises_type_error_naming_it() -> None:
-    from lazarus.job import Job, JobOptions
+    from lazarus.job import Job
+    from lazarus.job_options import JobOptions
 
     with pytest.raises(TypeError, match="bogus"):
         Job._build(id="a", name="n", original_data=1, opts=JobOptions(), queue_name="q",

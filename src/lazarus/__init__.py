@@ -36,15 +36,9 @@ from .errors import (
     UnrecoverableError,
 )
 from .events import QueueEvents
-from .job import (
-    AttemptRecord,
-    Backoff,
-    DeadLetterMetadata,
-    Job,
-    JobOptions,
-    JobState,
-    StatusChange,
-)
+from .history import AttemptRecord, DeadLetterMetadata, StatusChange
+from .job import Job, JobState
+from .job_options import Backoff, JobOptions
 from .queue import Queue, list_queues
 from .redrive import AlertRule, Redriver, RedriveRule
 from .worker import Worker

@@ -15,7 +15,8 @@ from ._connection import now_ms, reports_unavailable
 from ._dedup import NO_DEDUPLICATION, Deduplication
 from ._keys import QueueKeys, has_lone_surrogate, new_id, validate_job_id
 from .errors import ErrorCode
-from .job import MAX_JOB_NAME_LENGTH, Job, JobOptions
+from .job import Job
+from .job_options import MAX_JOB_NAME_LENGTH, JobOptions
 from .schema import PayloadSchema
 
 if TYPE_CHECKING:

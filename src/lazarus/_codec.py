@@ -148,3 +148,17 @@ def _check_text(text: str, path: str) -> None:
         raise ValueError(
             f"{path} has a lone surrogate {bad!r} at index {exc.start}, which UTF-8 cannot encode"
         ) from None
+
+
+def json_or(raw: str | None, default: Any) -> Any:
+    """``raw`` decoded, or ``default`` when it is missing or not JSON (a dead letter of a job
+    whose stored options could not be decoded keeps them as they were)."""
+    try:
+        return json.loads(raw) if raw else default
+    except ValueError:
+        return default
+
+
+def optional_int(value: str | None) -> int | None:
+    """``value`` as an int, or None when it is missing or empty."""
+    return None if value is None or value == "" else int(value)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from ._checks import check_int
 from ._connection import Client, reports_unavailable
 from ._keys import QueueKeys, validate_name
-from .job import MAX_DURATION_MS
+from .job_options import MAX_DURATION_MS
 
 
 class Deduplication(NamedTuple):

@@ -30,15 +30,9 @@ from .errors import (
     UnrecoverableError,
     error_for_code,
 )
-from .job import (
-    KEEP_ALL,
-    DeadLetterReason,
-    Job,
-    JobOptions,
-    KeepPolicy,
-    as_str,
-    fields_from_reply,
-)
+from .history import DeadLetterReason
+from .job import Job, as_str, fields_from_reply
+from .job_options import KEEP_ALL, JobOptions, KeepPolicy
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as async_timeout

@@ -29,7 +29,8 @@ from ._codec import text as _text
 from ._connection import Client, now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_name
 from ._scripts.wait_search import call_searching_wait
-from .job import MAX_DURATION_MS, MAX_TIMESTAMP_MS, Job
+from .job import Job
+from .job_options import MAX_DURATION_MS, MAX_TIMESTAMP_MS
 
 log = logging.getLogger("lazarus.worker")
 

@@ -43,7 +43,7 @@ from ._scripts.wait_search import call_searching_wait
 from .dead_letter import DeadLetterMixin
 from .dead_letter.lifecycle import settle_replay
 from .errors import RedisUnavailableError, error_for_code
-from .job import JobOptions
+from .job_options import JobOptions
 from .retry import RetryMixin
 from .schema import PayloadSchema, Schema
 

@@ -50,7 +50,7 @@ from ._worker_options import (
 from .dead_letter import DeadLetterQueueOptions
 from .dead_letter.pruner import Pruner
 from .errors import RedisUnavailableError
-from .job import MAX_DURATION_MS, KeepPolicy, Retention
+from .job_options import MAX_DURATION_MS, KeepPolicy, Retention
 from .queue import DEFAULT_MAX_EVENTS
 from .schema import PayloadSchema, Schema, with_payload
 from .workers import Presence

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from lazarus import Job, JobOptions
-from lazarus.job import AttemptRecord, DeadLetterMetadata
+from lazarus.history import AttemptRecord, DeadLetterMetadata
 
 from .audit import STATES, Snapshot, judge
 from .jobs import DOOMED, OK, JobSpec

@@ -24,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._keys import validate_job_id, validate_queue_name
 from ..dead_letter import DeadLetterFilter, DeadLetterStatus
 from ..errors import LazarusError
-from ..job import DeadLetterReason
+from ..history import DeadLetterReason
 from ..operators import Operators
 from ..queue import Queue
 

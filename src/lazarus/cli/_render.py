@@ -22,7 +22,8 @@ from rich.table import Table
 from rich.text import Text as RichText
 
 from ..dead_letter import DeadLetterStats
-from ..job import AttemptRecord, DeadLetterMetadata, Job
+from ..history import AttemptRecord, DeadLetterMetadata
+from ..job import Job
 from ..operators import QueueSummary
 from . import _columns as columns
 from ._columns import Column

@@ -10,7 +10,8 @@ import string
 from typing import get_args
 
 from .._connection import now_ms
-from ..job import MAX_TIMESTAMP_MS, DeadLetterReason
+from ..history import DeadLetterReason
+from ..job_options import MAX_TIMESTAMP_MS
 
 TimeBound = int | datetime.datetime | None
 REASONS: tuple[str, ...] = get_args(DeadLetterReason)

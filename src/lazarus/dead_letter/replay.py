@@ -11,7 +11,7 @@ from .. import _codec, _moves, _scripts
 from .._connection import now_ms
 from .._keys import QueueKeys, new_id, validate_name
 from .._scripts import CALL_BUDGET_US
-from ..job import MAX_PRIORITY, JobOptions
+from ..job_options import MAX_PRIORITY, JobOptions
 from .lifecycle import check_actor, check_note
 
 if TYPE_CHECKING:

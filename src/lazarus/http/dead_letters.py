@@ -12,7 +12,8 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query, Response
 
 from ..dead_letter import DeadLetterFilter
-from ..job import DeadLetterMetadata, Job
+from ..history import DeadLetterMetadata
+from ..job import Job
 from ..queue import Queue
 from ._deps import (
     AUTH_ERRORS,

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..dead_letter import DeadLetterStatus
-from ..job import MAX_PRIORITY
+from ..job_options import MAX_PRIORITY
 from ._deps import (
     AUTH_ERRORS,
     CONFLICT,

@@ -10,7 +10,8 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..dead_letter import DeadLetterFilter, DeadLetterStatus
-from ..job import MAX_PRIORITY, DeadLetterReason
+from ..history import DeadLetterReason
+from ..job_options import MAX_PRIORITY
 from ._deps import ApiError, checked_name
 
 _MS = re.compile(r"-?\d{1,16}")

@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..job import AttemptRecord, DeadLetterMetadata, Job
+from ..history import AttemptRecord, DeadLetterMetadata
+from ..job import Job
 from ..masking import masked
 from ..operators import QueueSummary
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import _codec
 from .._connection import now_ms
-from ..job import MAX_DURATION_MS
+from ..job_options import MAX_DURATION_MS
 from .errors import OjsError
 from .retry import RetryPolicy, parse_policy
 
