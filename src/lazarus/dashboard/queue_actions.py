@@ -128,48 +128,60 @@ async def remove_schedule(request: Request, name: str) -> Response:
     return RedirectResponse(f"/dashboard/queues/{segment(name)}/schedules?{query(notice)}", 303)
 
 
-@router.get("/retry-failed")
-async def retry_failed_page(request: Request, name: str) -> Response:
+# The actions on every job of one state: path -> (the Queue method, which takes dry_run and
+# returns a count; what it does, in the past tense; the state of the jobs it takes). Each has
+# a GET page that says how many and asks to confirm, and a POST that runs it; the jobs then
+# wait.
+BULK: dict[str, tuple[Callable[..., Awaitable[int]], str, str]] = {
+    "retry-failed": (Queue.retry_jobs, "retried", "failed"),
+    "promote-delayed": (Queue.promote_jobs, "promoted", "delayed"),
+}
+
+
+async def _bulk(queue: Queue, action: str, *, dry_run: bool) -> int:
+    return await BULK[action][0](queue, dry_run=dry_run)
+
+
+async def bulk_page(request: Request, name: str, action: str) -> Response:
     queue = await existing_queue(request, name)
     if queue is None:
         return missing(request, name)
-    return confirm(request, name, "retry-failed", count=await queue.retry_jobs(dry_run=True))
+    return confirm(request, name, action, count=await _bulk(queue, action, dry_run=True))
+
+
+async def bulk_run(request: Request, name: str, action: str) -> Response:
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    _, done_verb, state = BULK[action]
+    if (await fields(request)).get("confirm") != "yes":
+        message = f"Nothing was {done_verb}: the form was not confirmed."
+        return back(request, name, message, error=True, state=state)
+    done = await _bulk(queue, action, dry_run=False)
+    message = f"{done_verb.capitalize()} {done} {state} job{'s' if done != 1 else ''}."
+    return back(request, name, message, state="waiting")
+
+
+@router.get("/retry-failed")
+async def retry_failed_page(request: Request, name: str) -> Response:
+    return await bulk_page(request, name, "retry-failed")
 
 
 @router.post("/retry-failed")
 async def retry_failed(request: Request, name: str) -> Response:
-    queue = await existing_queue(request, name)
-    if queue is None:
-        return missing(request, name)
-    if (await fields(request)).get("confirm") != "yes":
-        return back(request, name, "Nothing was retried: the form was not confirmed.", error=True)
-    done = await queue.retry_jobs()
-    return back(
-        request, name, f"Retried {done} failed job{'s' if done != 1 else ''}.", state="waiting"
-    )
+    """Retry every job that is failed now; back to the waiting jobs."""
+    return await bulk_run(request, name, "retry-failed")
 
 
 @router.get("/promote-delayed")
 async def promote_delayed_page(request: Request, name: str) -> Response:
-    queue = await existing_queue(request, name)
-    if queue is None:
-        return missing(request, name)
-    return confirm(request, name, "promote-delayed", count=await queue.promote_jobs(dry_run=True))
+    return await bulk_page(request, name, "promote-delayed")
 
 
 @router.post("/promote-delayed")
 async def promote_delayed(request: Request, name: str) -> Response:
     """Run every job that is delayed now at once; back to the waiting jobs."""
-    queue = await existing_queue(request, name)
-    if queue is None:
-        return missing(request, name)
-    if (await fields(request)).get("confirm") != "yes":
-        message = "Nothing was promoted: the form was not confirmed."
-        return back(request, name, message, error=True, state="delayed")
-    done = await queue.promote_jobs()
-    return back(
-        request, name, f"Promoted {done} delayed job{'s' if done != 1 else ''}.", state="waiting"
-    )
+    return await bulk_run(request, name, "promote-delayed")
 
 
 @router.get("/clean")
