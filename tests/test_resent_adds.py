@@ -49,7 +49,7 @@ async def queues(redis_url: str, prefix: str) -> AsyncIterator[Callable[..., Que
 
 def gone_key(prefix: str, job_id: str) -> str:
     """The tombstone of job ``job_id`` of queue ``jobs``."""
-    return QueueKeys(prefix, "jobs").job(job_id).replace(":job:", ":gone:")
+    return QueueKeys(prefix, "jobs").gone(job_id)
 
 
 async def run_until(worker: Worker, condition: Callable[[], Awaitable[bool]]) -> None:

@@ -338,6 +338,11 @@ class QueueKeys:
         """A job's log lines (built in Lua too, from the job's key: ``includes/job_logs.lua``)."""
         return self.base + "logs:" + job_id
 
+    def gone(self, job_id: str) -> str:
+        """The tombstone of a job deleted soon after its add (built in Lua too, from the job's
+        key: ``includes/job_logs.lua``)."""
+        return self.base + "gone:" + job_id
+
     def dedup(self, deduplication_id: str) -> str:
         """The key naming the job that holds a deduplication id (built in Lua too, from
         ``job_prefix``: ``includes/dedup.lua``)."""

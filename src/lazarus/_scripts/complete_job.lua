@@ -74,7 +74,7 @@ if dl_id ~= '' and redis.call('HGET', key, 'replayOf') == dl_id then
   end
 end
 if ARGV[7] == '1' then
-  drop_job(key, now)
+  drop_job(key, now, held[4])
 else
   redis.call('HSET', key, 'attemptsMade', made, 'returnvalue', ARGV[4], 'finishedOn', now)
   redis.call('ZADD', KEYS[12], now, id)

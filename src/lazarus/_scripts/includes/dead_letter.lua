@@ -58,7 +58,7 @@ local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, sour
     dlq_name, maxlen)
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'failedReason', 'errorType', 'stacktrace', 'attempts',
-    'attemptsMade', 'rc')
+    'attemptsMade', 'rc', 'timestamp')
   local replays = tonumber(f[6]) or 0
   local limit = tonumber(redis.call('HGET', dlq.meta, 'maxReplays') or '') or DEFAULT_MAX_REPLAYS
   local status = replays >= limit and 'failed' or 'pending'
@@ -77,7 +77,7 @@ local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, sour
   store_add(dlq.dl, rec_id, values, now, origin)
   redis.call('ZADD', dlq.marker, 0, '0')
   move_logs(key, rec_key)
-  bury(key, now)
+  bury(key, now, f[7])
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[1] or '',
     'attemptsMade', f[5] or 0, 'deadLettered', '1')
@@ -153,10 +153,10 @@ end
 -- (already released) job `id` to the failed set and apply its retention policy.
 local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
   local key = src.job_prefix .. id
-  local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade')
+  local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade', 'timestamp')
   dedup_release(src.job_prefix, id, true)
   if remove_now == 1 then
-    drop_job(key, now)
+    drop_job(key, now, f[3])
   else
     redis.call('ZADD', failed, now, id)
     retain(failed, src.job_prefix, keep_count, keep_age, now)

@@ -1,11 +1,11 @@
 -- @include job_logs
 -- @include json_append
 -- release(src, id, token): check that `token` owns active job `id` and release its lease.
--- Returns 0 and the job's attemptsMade and deid fields as read (false when absent), or the
--- error code: -1 no such job, -2 lock token mismatch, -3 not active.
+-- Returns 0 and the job's attemptsMade, deid and timestamp fields as read (false when absent),
+-- or the error code: -1 no such job, -2 lock token mismatch, -3 not active.
 local function release(src, id, token)
   local key = src.job_prefix .. id
-  local held = redis.call('HMGET', key, 'lockToken', 'attemptsMade', 'deid')
+  local held = redis.call('HMGET', key, 'lockToken', 'attemptsMade', 'deid', 'timestamp')
   local owner = held[1]
   if not owner then
     if redis.call('EXISTS', key) == 0 then return -1 end

@@ -50,10 +50,10 @@ local function added_before(job_key, added)
   return tonumber(redis.call('GET', beside(job_key, 'gone'))) == added
 end
 
--- drop_job(job_key, now): delete a job's hash and its logs, leaving its tombstone (bury;
--- `now` as there).
-local function drop_job(job_key, now)
-  bury(job_key, now)
+-- drop_job(job_key, now, added): delete a job's hash and its logs, leaving its tombstone
+-- (bury; `now` and `added` as there).
+local function drop_job(job_key, now, added)
+  bury(job_key, now, added)
   redis.call('DEL', job_key, logs_key(job_key))
 end
 
