@@ -261,7 +261,8 @@ class _Prepared(NamedTuple):
     def job(self, queue_name: str, now: int) -> Job:
         return Job._build(
             id=self.args[0], name=self.args[1], original_data=self.data, opts=self.opts,
-            queue_name=queue_name, timestamp=now, raw_data=self.args[2], opts_json=self.args[3],
+            queue_name=queue_name, timestamp=now, priority=self.opts.priority,
+            raw_data=self.args[2], opts_json=self.args[3],
         )  # fmt: skip
 
 

@@ -135,7 +135,7 @@ def _bare_job(job_id: str, fields: Mapping[str, str], queue_name: str) -> Job:
         opts = JobOptions()
     return Job._build(
         id=job_id, name=fields.get("name", ""), original_data=None, opts=opts,
-        queue_name=queue_name, timestamp=number("timestamp"),
+        queue_name=queue_name, timestamp=number("timestamp"), priority=number("priority"),
         attempts_made=number("attemptsMade"), attempts_started=number("ats"),
         processed_on=number("processedOn") or None, raw_data=fields.get("data") or "null",
         opts_json=fields.get("opts") or "{}",

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _codec
+from ._changing import change_job, data_value, delay_value, priority_value
 from ._progress import DEFAULT_KEEP_LOGS, JobHandle
 
 if TYPE_CHECKING:
     from .events import QueueEvents
+    from .job import JobState
 
 _J = TypeVar("_J", bound="JobActions")
 
@@ -45,6 +47,23 @@ class JobActions:
         snapshot's ``progress`` follows. Raises ``JobNotFoundError`` when the job is gone."""
         text = await self._bound().update_progress(self.id, progress)
         object.__setattr__(self, "progress", _codec.decode(text))
+
+    async def update_data(self, data: Any) -> None:
+        """Replace the job's data (``queue.update_job_data``); this snapshot's ``data``
+        follows. A processor may keep a checkpoint there: the job's next attempt reads it."""
+        handle = self._bound()
+        text = data_value(data, handle.max_payload_bytes, handle.schema)
+        await change_job(handle, self.id, data=text)
+        object.__setattr__(self, "original_data", _codec.decode(text))
+        object.__setattr__(self, "raw_data", text)
+
+    async def change_priority(self, priority: int) -> JobState:
+        """Give the job a new priority (``queue.change_job_priority``); returns its state."""
+        return await change_job(self._bound(), self.id, priority=priority_value(priority))
+
+    async def change_delay(self, delay: int) -> None:
+        """Make the delayed job due ``delay`` ms from now (``queue.change_job_delay``)."""
+        await change_job(self._bound(), self.id, delay=delay_value(delay))
 
     async def wait_until_finished(
         self, queue_events: QueueEvents | None = None, *, timeout: float | None = None

@@ -10,7 +10,7 @@ a dead letter into its replay.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _codec, _scripts
 from ._checks import at_least
@@ -19,6 +19,9 @@ from ._failure import cap_text
 from ._indexes import check_range
 from ._keys import QueueKeys, validate_job_id
 from .errors import error_for_code
+
+if TYPE_CHECKING:
+    from .schema import PayloadSchema
 
 DEFAULT_KEEP_LOGS = 1000
 MAX_LOG_LINE_BYTES = 8 * 1024  # longer lines are cut, with a marker: logs stay readable
@@ -39,6 +42,8 @@ class JobHandle:
     client: Client
     keys: QueueKeys
     max_events: int
+    max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES
+    schema: PayloadSchema | None = None  # update_data checks a new payload with it
 
     async def update_progress(self, job_id: str, progress: Any) -> str:
         """Store ``progress`` and record a ``progress`` event; returns its JSON text."""
@@ -74,11 +79,15 @@ class JobLogsMixin:
 
     keys: QueueKeys
     max_events: int
+    max_payload_bytes: int
+    schema: PayloadSchema | None
     _client: Client
 
     @property
     def _job_handle(self) -> JobHandle:
-        return JobHandle(self._client, self.keys, self.max_events)
+        return JobHandle(
+            self._client, self.keys, self.max_events, self.max_payload_bytes, self.schema
+        )
 
     @reports_unavailable
     async def get_job_logs(

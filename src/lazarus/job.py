@@ -37,6 +37,9 @@ class Job(JobActions):
     A replayed job has ``replay_of`` (the id of the dead letter it came from) and
     ``replay_dead_letter_queue`` (the queue holding that dead letter), which its completion
     resolves and its terminal failure returns to.
+
+    ``opts`` are the options as the job was added; ``priority`` is its priority now
+    (:meth:`~lazarus.Queue.change_job_priority` changes it).
     """
 
     id: str
@@ -45,6 +48,7 @@ class Job(JobActions):
     opts: JobOptions
     queue_name: str
     timestamp: int
+    priority: int = 0
     attempts_made: int = 0
     attempts_started: int = 0
     processed_on: int | None = None
@@ -110,6 +114,7 @@ class Job(JobActions):
             opts=JobOptions.from_json(opts_json),
             queue_name=queue_name,
             timestamp=int(f.get("timestamp") or f.get("dlq:deadLetteredAt") or 0),
+            priority=int(f.get("priority") or f.get("dlq:priority") or 0),
             attempts_made=int(f.get("attemptsMade") or 0),
             attempts_started=int(f.get("ats") or 0),
             processed_on=optional_int(f.get("processedOn")),

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from . import _codec, _scripts
 from ._adding import QueueAddingMixin
+from ._changing import JobChangesMixin
 from ._checks import at_least
 from ._codec import text as _text
 from ._connection import (
@@ -48,6 +49,7 @@ from .retry import RetryMixin
 from .schema import PayloadSchema, Schema
 
 DEFAULT_MAX_EVENTS = 10_000
+DRAIN_BATCH = 1000  # jobs per clean() of a drain
 CleanState = Literal["completed", "failed", "waiting", "prioritized", "delayed"]
 
 
@@ -55,6 +57,7 @@ class Queue(
     QueueAddingMixin,
     QueueReadingMixin,
     RetryMixin,
+    JobChangesMixin,
     DeadLetterMixin,
     DeduplicationMixin,
     JobLogsMixin,
@@ -158,9 +161,15 @@ class Queue(
             raise ValueError(f"state must be a cleanable state, got {state!r}")
         at_least(grace_ms, "grace_ms", 0)
         at_least(limit, "limit")
+        return await self._clean(state, now_ms() - grace_ms, limit, dead_letters=True)
+
+    async def _clean(
+        self, state: CleanState, cutoff: int, limit: int, *, dead_letters: bool
+    ) -> list[str]:
+        """Remove up to ``limit`` jobs of ``state`` added (finished) at or before ``cutoff``;
+        in ``waiting`` the store's dead letters too when ``dead_letters``."""
         k = self.keys
         script = _scripts.load("clean_jobs")
-        cutoff = now_ms() - grace_ms
         removed: list[str] = []
         # Prioritized and delayed jobs are read from the first, at most ten per job to remove.
         offset, scan = 0, limit * 10 + 1 if state in ("prioritized", "delayed") else 0
@@ -169,12 +178,29 @@ class Queue(
                 self._client,
                 [*k.group, k.completed, k.failed],
                 [state, cutoff, limit - len(removed), self.max_events, CALL_BUDGET_US, offset,
-                 scan],
+                 scan, int(dead_letters)],
             )  # fmt: skip
             removed += [_text(i) for i in ids]
             offset, scan = int(resume), scan - int(read)
             if offset < 0 or len(removed) >= limit:
                 return removed
+
+    @reports_unavailable
+    async def drain(self, *, delayed: bool = False) -> int:
+        """Remove the jobs that wait to run (``waiting`` and ``prioritized``; with
+        ``delayed``, the delayed ones too) and were added before the call began; returns how
+        many. Running jobs finish; finished jobs and dead letters stay. Goes in the bounded
+        calls of :meth:`clean`, each recording ``cleaned``."""
+        cutoff = now_ms()
+        states: tuple[CleanState, ...] = ("waiting", "prioritized", "delayed")
+        removed = 0
+        for state in states if delayed else states[:2]:
+            while True:
+                batch = await self._clean(state, cutoff, DRAIN_BATCH, dead_letters=False)
+                removed += len(batch)
+                if len(batch) < DRAIN_BATCH:
+                    break
+        return removed
 
     @reports_unavailable
     async def obliterate(self) -> int:

@@ -149,6 +149,11 @@ class Queue(_Shell[_AsyncQueue]):
     retry_jobs = _blocking(_AsyncQueue.retry_jobs)
     promote_job = _blocking(_AsyncQueue.promote_job)
     promote_jobs = _blocking(_AsyncQueue.promote_jobs)
+    change_job = _blocking(_AsyncQueue.change_job)
+    update_job_data = _blocking(_AsyncQueue.update_job_data)
+    change_job_priority = _blocking(_AsyncQueue.change_job_priority)
+    change_job_delay = _blocking(_AsyncQueue.change_job_delay)
+    drain = _blocking(_AsyncQueue.drain)
     # The dead letter operations.
     get_dead_letter_count = _blocking(_AsyncQueue.get_dead_letter_count)
     get_dead_letter_jobs = _blocking(_AsyncQueue.get_dead_letter_jobs)

@@ -188,6 +188,33 @@ async def test_drain_and_clean_remove_jobs_after_confirming(
     assert await queue.get_failed_count() == 0
 
 
+async def test_drain_of_a_queue_that_holds_dead_letters_leaves_them(
+    client: httpx.AsyncClient, queue: Queue, dlq: Queue, make_worker: MakeWorker
+) -> None:
+    # Given a dead letter queue that is a queue of its own too: one dead letter, one job
+    await queue.add("charge")
+
+    async def boom(job: Job) -> None:
+        raise RuntimeError("declined")
+
+    make_worker(boom, dead_letter_queue=dlq.name)
+
+    async def dead_lettered() -> bool:
+        return await dlq.get_dead_letter_count() == 1
+
+    await wait_until(dead_lettered)
+    await dlq.add("n")
+
+    # Then the drain offers the one job, and deletes only it
+    page = "/dashboard/queues/jobs-dlq/drain"
+    assert "Delete the 1 job" in (await client.get(page)).text
+    token = await csrf_of(client, page)
+    response = await client.post(page, data={"csrf": token, "confirm": "yes"})
+    assert "removed+1+waiting+job." in response.headers["location"]
+    assert await dlq.get_dead_letter_count() == 1
+    assert (await dlq.get_job_counts())["waiting"] == 1  # the dead letter
+
+
 async def test_auto_refresh_is_a_meta_refresh_within_the_csp(
     client: httpx.AsyncClient, queue: Queue
 ) -> None:

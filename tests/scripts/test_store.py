@@ -409,12 +409,29 @@ async def test_clean_waiting_on_a_dead_letter_queue_removes_old_dead_letters(
 
     removed, resume, _ = await call(
         raw, "clean_jobs", [*d.group, d.completed, d.failed],
-        ["waiting", NOW + 50, 10, MAXLEN, 4000, 0, 0],
+        ["waiting", NOW + 50, 10, MAXLEN, 4000, 0, 0, 1],
     )  # fmt: skip
 
     assert (removed, resume) == (["old"], -1)
     assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["new"]
     assert not await raw.exists(d.job("old"))
+
+
+async def test_clean_waiting_for_a_drain_leaves_the_dead_letters(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    await make_dead_letter(raw, d, "old")
+    await raw.hset(d.job("ready"), mapping={"name": "n", "data": "1", "timestamp": NOW})
+    await raw.lpush(d.wait, "ready")
+
+    removed, resume, _ = await call(
+        raw, "clean_jobs", [*d.group, d.completed, d.failed],
+        ["waiting", NOW + 50, 10, MAXLEN, 4000, 0, 0, 0],
+    )  # fmt: skip
+
+    assert (removed, resume) == (["ready"], -1)
+    assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["old"]
+    assert await raw.exists(d.job("old"))
 
 
 async def test_remove_job_takes_a_dead_letter_out_of_the_store(

@@ -894,7 +894,7 @@ async def test_clean_removes_finished_jobs_older_than_the_cutoff(
 
     removed, resume, _ = await call(
         raw, "clean_jobs", [*k.group, k.completed, k.failed],
-        ["completed", NOW - 50, 10, MAXLEN, 4000, 0, 0],
+        ["completed", NOW - 50, 10, MAXLEN, 4000, 0, 0, 1],
     )  # fmt: skip
 
     assert (removed, resume) == (["old"], -1)

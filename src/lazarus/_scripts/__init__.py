@@ -52,6 +52,8 @@ the script may still be running. Per script:
   ``promote_job`` (a second run would report JOB_STATE for the job it promoted),
   ``promote_jobs`` (a second run would promote the next batch and report only those),
   ``clean_jobs`` (a second run would clean up to ``limit`` more and report only those),
+  ``change_job`` (a second run of a priority change would place the job again, behind the
+  jobs of its priority added meanwhile),
   ``replay_dead_letters`` and ``purge_dead_letters`` (a second run would report the dead
   letters the first one handled as missing) and ``set_dead_letter_status`` (a second run
   would record the change twice in the timeline) are sent once: a dropped connection raises, and
@@ -374,4 +376,5 @@ NAMES = (
     "beat_worker",
     "promote_job",
     "promote_jobs",
+    "change_job",
 )

@@ -4,7 +4,8 @@
   completed and failed are aged by finish time; waiting, prioritized and delayed by the job's
   timestamp. waiting is read from its oldest end and stops at the first job newer than the
   cutoff; on a dead letter queue it then takes the dead letters of its store that were
-  dead-lettered at or before the cutoff, oldest first within each status.
+  dead-lettered at or before the cutoff, oldest first within each status (unless ARGV[8]
+  says not to: a drain).
 
   KEYS[1]  wait
   KEYS[2]  prioritized
@@ -27,6 +28,8 @@
   ARGV[6]  offset           prioritized | delayed: the rank to read on from (the jobs before it
                             were read and kept by the calls before); else 0
   ARGV[7]  scan             prioritized | delayed: how many more jobs may be read; else 0
+  ARGV[8]  dead_letters     waiting: '1' to take the store's dead letters after the wait list,
+                            '0' to leave them
 
   Returns: {ids removed, resume, read}: resume is the offset to call again with when the
            budget ran out before the call was done, else -1; read is how many prioritized or
@@ -83,7 +86,7 @@ elseif state == 'waiting' then
       if drop(id) then resume = 0 end
     end
   end
-  for _, index in ipairs(store_statuses(q.dl)) do
+  for _, index in ipairs(ARGV[8] == '1' and store_statuses(q.dl) or {}) do
     if #removed >= limit or resume >= 0 then break end
     local old = redis.call('ZRANGE', index, '-inf', cutoff * 1000 + 999, 'BYSCORE',
       'LIMIT', 0, limit - #removed)

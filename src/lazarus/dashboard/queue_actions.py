@@ -202,7 +202,7 @@ async def clean(request: Request, name: str) -> Response:
     if form.get("confirm") != "yes" or state not in CLEAN_STATES or not grace.isdigit():
         message = "Nothing was cleaned: choose a state and a grace period in seconds."
         return back(request, name, message, error=True)
-    removed = await _clean(queue, (state,), int(grace) * 1000)
+    removed = await _clean(queue, state, int(grace) * 1000)
     return back(request, name, f"Removed {removed} {state} job{'s' if removed != 1 else ''}.",
                 state=state)  # fmt: skip
 
@@ -213,7 +213,9 @@ async def drain_page(request: Request, name: str) -> Response:
     if queue is None:
         return missing(request, name)
     counts = await queue.get_job_counts()
-    count = sum(counts[s] for s in DRAIN_STATES) + counts["paused"]
+    # Dead letters count as waiting, but a drain leaves them.
+    dead = await queue.get_dead_letter_count()
+    count = sum(counts[s] for s in DRAIN_STATES) + counts["paused"] - dead
     return confirm(request, name, "drain", count=count)
 
 
@@ -225,7 +227,7 @@ async def drain(request: Request, name: str) -> Response:
         return missing(request, name)
     if (await fields(request)).get("confirm") != "yes":
         return back(request, name, "Nothing was drained: the form was not confirmed.", error=True)
-    removed = await _clean(queue, DRAIN_STATES, 0)
+    removed = await queue.drain(delayed=True)
     return back(
         request,
         name,
@@ -233,12 +235,10 @@ async def drain(request: Request, name: str) -> Response:
     )
 
 
-async def _clean(queue: Queue, states: tuple[str, ...], grace_ms: int) -> int:
+async def _clean(queue: Queue, state: str, grace_ms: int) -> int:
     removed = 0
-    for state in states:
-        while True:
-            batch = await queue.clean(grace_ms, CLEAN_BATCH, state)  # type: ignore[arg-type]
-            removed += len(batch)
-            if len(batch) < CLEAN_BATCH:
-                break
-    return removed
+    while True:
+        batch = await queue.clean(grace_ms, CLEAN_BATCH, state)  # type: ignore[arg-type]
+        removed += len(batch)
+        if len(batch) < CLEAN_BATCH:
+            return removed
