@@ -1,10 +1,12 @@
-"""A queue's rate limit: at most ``max`` jobs started per ``duration`` ms, across workers.
+"""A queue's limits across its workers: a rate limit (at most ``max`` jobs started per
+``duration`` ms) and a global concurrency (at most ``n`` jobs active at once).
 
-The limit is a setting of the queue (its ``meta`` hash: ``limiter:max``,
-``limiter:duration``), enforced where jobs are claimed (``includes/claim.lua``), so that every
-worker of the queue shares one window. ``Worker(limiter={"max": n, "duration": ms})`` sets
-it when the worker starts; ``queue.set_global_rate_limit`` and ``remove_global_rate_limit``
-manage it directly.
+Both are settings of the queue (its ``meta`` hash: ``limiter:max``, ``limiter:duration``,
+``concurrency``), enforced where jobs are claimed (``includes/claim.lua``), so that every
+worker of the queue shares them. ``Worker(limiter={"max": n, "duration": ms})`` sets the rate
+limit when the worker starts; ``queue.set_global_rate_limit`` and ``remove_global_rate_limit``
+manage it directly, ``queue.set_global_concurrency`` and ``remove_global_concurrency`` the
+concurrency.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from ._checks import check_int
 from ._connection import Client, reports_unavailable
 from ._keys import QueueKeys
 from ._supervision import Incident, pause
+
+MAX_CONCURRENCY = 2**31 - 1
 
 
 def _positive(value: Any, field: str) -> int:
@@ -86,7 +91,7 @@ async def publish(
 
 
 class RateLimitMixin:
-    """The rate-limit half of :class:`~lazarus.Queue`."""
+    """The limits half of :class:`~lazarus.Queue`: rate limit and global concurrency."""
 
     keys: QueueKeys
     _client: Client
@@ -124,3 +129,28 @@ class RateLimitMixin:
         if count is None or int(count) < limit.max:
             return 0
         return max(int(ttl), 0)
+
+    @reports_unavailable
+    async def set_global_concurrency(self, concurrency: int) -> None:
+        """Let the workers of this queue hold at most ``concurrency`` jobs active at once, all
+        together (a job a worker claimed ahead counts). Jobs running when it is lowered
+        finish; no more start until fewer are active."""
+        value = check_int(concurrency, "concurrency", minimum=1, maximum=MAX_CONCURRENCY)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hset(self.keys.meta, "concurrency", value)
+            pipe.zadd(self.keys.marker, {"0": 0})  # a worker waiting for room may have it now
+            await pipe.execute()
+
+    @reports_unavailable
+    async def remove_global_concurrency(self) -> None:
+        """Let the workers of this queue run as many jobs as their own ``concurrency``."""
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hdel(self.keys.meta, "concurrency")
+            pipe.zadd(self.keys.marker, {"0": 0})
+            await pipe.execute()
+
+    @reports_unavailable
+    async def get_global_concurrency(self) -> int | None:
+        """The queue's global concurrency, or ``None``."""
+        value = await self._client.hget(self.keys.meta, "concurrency")
+        return None if value is None else int(value)

@@ -125,7 +125,7 @@ end
 
 local moves_key = across and KEYS[12] or string.sub(q.job_prefix, 1, -5) .. 'moves'
 local requeued, failed, dead, moves = {}, {}, {}, {}
-local more = 0
+local more, left = 0, 0  -- left: jobs taken out of active
 local expired = redis.call('ZRANGEBYSCORE', q.leases, '-inf', now, 'LIMIT', 0, limit)
 for i, id in ipairs(expired) do
   if i > 1 and budgeted and budget_spent() then
@@ -136,6 +136,7 @@ for i, id in ipairs(expired) do
   local key = q.job_prefix .. id
   -- From the tail, where the oldest claims are (includes/finish.lua's release).
   if redis.call('LREM', q.active, -1, id) == 1 and redis.call('EXISTS', key) == 1 then
+    left = left + 1
     local f = redis.call('HMGET', key, 'processedOn', 'ats', 'lockToken', 'opts', 'replayOf',
       'replayDlq')
     redis.call('HDEL', key, 'lockToken')
@@ -183,4 +184,6 @@ for i, id in ipairs(expired) do
     end
   end
 end
+-- The room a job that failed for good left is a waiting worker's (a requeued job set the marker).
+if left > #requeued then wake_capped(q) end
 return {requeued, failed, dead, more, moves}

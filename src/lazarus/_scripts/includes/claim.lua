@@ -34,9 +34,14 @@ end
 -- refused by the limit, else -1: next_due reports it, so the worker waits until then.
 local limited_until = -1
 
+-- The queue's global concurrency (meta 'concurrency'): at most that many jobs active (claimed,
+-- held ahead included) across every worker. A claim refused by it sets no marker: the worker
+-- waits on the marker until a job leaves active without a claim taking its place
+-- (includes/enqueue.lua's wake_capped), or its wait times out.
+
 -- claim_next(q, now, token_base, lock_ms, maxlen): move the next job (waiting first, then by
 -- priority) to active under a lease and return {id, token, field, value, ...}, or false when
--- the queue is paused, empty or at its rate limit. Wakes another idle worker when more jobs
+-- the queue is paused, empty, at its rate limit or at its global concurrency. Wakes another idle worker when more jobs
 -- are ready. What it passes over on the way (holes, ids of jobs gone, index entries of dead
 -- letters gone) it drops, CLAIM_SKIP_AT_MOST at most: past that it returns false with the
 -- marker set, and the worker, woken at once, claims again in a call of its own, so no claim
@@ -48,8 +53,11 @@ local function claim_later(q)
 end
 
 local function claim_next(q, now, token_base, lock_ms, maxlen)
-  local meta = redis.call('HMGET', q.meta, 'paused', 'limiter:max', 'limiter:duration')
+  local meta = redis.call('HMGET', q.meta, 'paused', 'limiter:max', 'limiter:duration',
+    'concurrency')
   if meta[1] then return false end
+  local cap = tonumber(meta[4])
+  if cap and redis.call('LLEN', q.active) >= cap then return false end
   local limiter = meta[2] and (string.sub(q.meta, 1, -5) .. 'limiter')
   if limiter and tonumber(redis.call('GET', limiter) or '0') >= tonumber(meta[2]) then
     limited_until = now + math.max(redis.call('PTTL', limiter), 0)
@@ -98,8 +106,10 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       if limiter and redis.call('INCR', limiter) == 1 then
         redis.call('PEXPIRE', limiter, meta[3])
       end
-      if redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0
-          or redis.call('ZCARD', q.dl .. 'i:s:pending') > 0 then
+      -- More ready jobs wake another idle worker, unless the cap leaves it no room.
+      if (not cap or redis.call('LLEN', q.active) < cap) and (redis.call('LLEN', q.wait) > 0
+          or redis.call('ZCARD', q.prioritized) > 0
+          or redis.call('ZCARD', q.dl .. 'i:s:pending') > 0) then
         redis.call('ZADD', q.marker, 0, '0')
       end
       -- As HGETALL would answer now: of two fields of one name, the reader keeps the later.

@@ -13,6 +13,16 @@ local function enqueue_mark(q)
   end
 end
 
+-- wake_capped(q): after a job left active with no claim in its place, wake an idle worker
+-- when the queue has a global concurrency (includes/claim.lua) and jobs are ready: a worker
+-- that the cap refused waits on the marker for room.
+local function wake_capped(q)
+  if redis.call('HEXISTS', q.meta, 'concurrency') == 1
+      and (redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0) then
+    redis.call('ZADD', q.marker, 0, '0')
+  end
+end
+
 local function enqueue(q, id, priority, delay, now, maxlen, pushed)
   if delay > 0 then
     local due = now + delay

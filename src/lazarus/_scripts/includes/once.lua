@@ -42,9 +42,11 @@ end
 -- in this life of its id or any other.
 
 -- outcome_done(q, key, id, token, job, token_base, lock_ms): the reply of an outcome script
--- that finished job `id` held under `token` and claimed `job` (or false); remembered for
+-- that finished job `id` held under `token` and claimed `job` (or false: then the room the
+-- job left may be a worker's to take, includes/claim.lua's wake_capped); remembered for
 -- twice the lease, long enough for the worker to send it again before it gives up.
 local function outcome_done(q, key, id, token, job, token_base, lock_ms)
+  if not job then wake_capped(q) end
   memo_save(key, id .. ' ' .. token, job and {job} or {}, token_base, 2 * lock_ms)
   return {0, next_due(q), job}
 end
