@@ -152,6 +152,9 @@ async def test_an_id_another_job_took_since_is_not_freed(queue: Queue) -> None:
         ({"id": "k", "ttl": 0}, ValueError, "deduplication.ttl"),
         ({"id": "k", "ttl": "5"}, TypeError, "deduplication.ttl"),
         ({"id": "k", "mode": "extend"}, ValueError, "unknown keys"),
+        ({"id": "k", "extend": True}, ValueError, "deduplication.extend needs"),
+        ({"id": "k", "ttl": 5, "extend": 1}, TypeError, "deduplication.extend"),
+        ({"id": "k", "replace": "yes"}, TypeError, "deduplication.replace"),
     ],
 )
 async def test_bad_deduplication_raises_naming_the_field_and_writes_nothing(
@@ -171,7 +174,7 @@ async def test_add_jobs_script_answers_the_holder_for_a_held_id(
     opts = json.dumps({"attempts": 1})
 
     async def add(job_id: str) -> object:
-        args = [1000, 100, 0, job_id, "n", "{}", opts, 0, 0, 1, "dk", 0]
+        args = [1000, 100, 0, job_id, "n", "{}", opts, 0, 0, 1, "dk", 0, ""]
         return (await _scripts.load("add_jobs")(raw, [*k.group, k.job(job_id)], args))[0]
 
     assert await add("a") == "waiting"
@@ -180,3 +183,59 @@ async def test_add_jobs_script_answers_the_holder_for_a_held_id(
     assert await raw.hget(k.job("a"), "deid") == "dk"
     assert await raw.get(k.dedup("dk")) == "a"
     assert await raw.pttl(k.dedup("dk")) == -1
+
+
+# -- debouncing -------------------------------------------------------------------------------
+
+
+async def test_extend_holds_the_id_until_ttl_after_the_last_add(
+    queue: Queue, raw: aioredis.Redis
+) -> None:
+    debounce = {"id": "reindex", "ttl": 60_000, "extend": True}
+    first = await queue.add("reindex", deduplication=debounce)
+    await raw.pexpire(queue.keys.dedup("reindex"), 1_000)  # as if 59 s had passed
+
+    again = await queue.add("reindex", deduplication=debounce)
+
+    assert again.id == first.id
+    assert await raw.pttl(queue.keys.dedup("reindex")) > 50_000  # started again
+    # Without extend, a held id keeps its ttl
+    await raw.pexpire(queue.keys.dedup("reindex"), 1_000)
+    await queue.add("reindex", deduplication={"id": "reindex", "ttl": 60_000})
+    assert await raw.pttl(queue.keys.dedup("reindex")) <= 1_000
+
+
+async def test_replace_puts_the_last_add_in_place_of_a_delayed_holder(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    # Given a burst of three adds of the same key, each delayed by 300 ms
+    debounce = {"id": "profile-9", "replace": True}
+    jobs = [
+        await queue.add("sync", {"version": n}, delay=300, deduplication=debounce) for n in range(3)
+    ]
+
+    # Then only the last is there, holding the key, and the others are gone for good
+    assert len({j.id for j in jobs}) == 3
+    assert await queue.get_deduplication_job_id("profile-9") == jobs[2].id
+    assert await queue.get_delayed_count() == 1
+    for gone in jobs[:2]:
+        assert await queue.get_job(gone.id) is None
+    removed = [e["jobId"] for e in await events_named(raw, queue, "removed")]
+    assert removed == [jobs[0].id, jobs[1].id]
+
+    ran: list[object] = []
+    make_worker(lambda job: ran.append(job.data["version"]))
+    await wait_until(lambda: asyncio.sleep(0, ran == [2]))
+
+
+async def test_replace_leaves_a_holder_that_is_no_longer_delayed(
+    queue: Queue, raw: aioredis.Redis
+) -> None:
+    debounce = {"id": "k", "replace": True}
+    first = await queue.add("n", {"v": 1}, deduplication=debounce)  # waiting, not delayed
+
+    second = await queue.add("n", {"v": 2}, delay=100, deduplication=debounce)
+
+    assert second.id == first.id and second.data == {"v": 1}
+    assert await queue.get_delayed_count() == 0
+    assert await events_named(raw, queue, "removed") == []

@@ -4,6 +4,11 @@
 dead-lettered) or is removed; ``{"id": key, "ttl": ms}`` for ``ttl`` milliseconds from the
 add, whatever happens to the job. An add whose key is held writes nothing, emits
 ``deduplicated`` and returns the holder.
+
+Debouncing: with ``"extend": True`` (and a ``ttl``) an add whose key is held starts the ttl
+again, so the key is held until ``ttl`` ms after the last of a burst of adds; with
+``"replace": True`` an add whose key a **delayed** job holds deletes that job and is added in
+its place (with a ``delay``, the last of a burst runs once the burst is over).
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from .job_options import MAX_DURATION_MS
 
 
 class Deduplication(NamedTuple):
-    """A validated ``deduplication`` option: its id and ttl (ms, 0 for none)."""
+    """A validated ``deduplication`` option: its id, ttl (ms, 0 for none) and modes."""
 
     id: str
     ttl: int
+    extend: bool = False
+    replace: bool = False
 
     @classmethod
     def parse(cls, value: Any) -> Deduplication | None:
@@ -30,24 +37,32 @@ class Deduplication(NamedTuple):
             return None
         if not isinstance(value, Mapping):
             raise TypeError(f"deduplication must be a dict, not {type(value).__name__}")
-        unknown = set(value) - {"id", "ttl"}
+        unknown = set(value) - {"id", "ttl", "extend", "replace"}
         if unknown:
             raise ValueError(f"deduplication has unknown keys: {sorted(unknown)}")
         if "id" not in value:
             raise ValueError("deduplication.id is required")
         dedup_id = validate_name(value["id"], "deduplication.id")
         ttl = value.get("ttl")
-        if ttl is None:
-            return cls(dedup_id, 0)
-        return cls(
-            dedup_id, check_int(ttl, "deduplication.ttl", minimum=1, maximum=MAX_DURATION_MS)
-        )
+        if ttl is not None:
+            ttl = check_int(ttl, "deduplication.ttl", minimum=1, maximum=MAX_DURATION_MS)
+        extend, replace = (_flag(value, name) for name in ("extend", "replace"))
+        if extend and ttl is None:
+            raise ValueError("deduplication.extend needs deduplication.ttl: the ttl to start again")
+        return cls(dedup_id, ttl or 0, extend, replace)
 
     def args(self) -> list[Any]:
-        return [self.id, self.ttl]
+        return [self.id, self.ttl, ("e" if self.extend else "") + ("r" if self.replace else "")]
 
 
-NO_DEDUPLICATION = ["", 0]
+def _flag(value: Mapping[str, Any], name: str) -> bool:
+    flag = value.get(name, False)
+    if not isinstance(flag, bool):
+        raise TypeError(f"deduplication.{name} must be a bool, not {type(flag).__name__}")
+    return flag
+
+
+NO_DEDUPLICATION = ["", 0, ""]
 """The add_jobs arguments of a job without deduplication, in a call where another has it."""
 
 

@@ -18,8 +18,9 @@
   ARGV[3]  resent           1 when the call is sent again after a dropped connection (its
                             first send may have run), else 0
   ARGV[4..] job fields      seven per job: id, name, data, opts, delay, priority, attempts;
-                            then, optionally, two per job: deduplication id ('' for none)
-                            and its ttl in ms (0: until the job completes or fails)
+                            then, optionally, three per job: deduplication id ('' for none),
+                            its ttl in ms (0: until the job completes or fails) and its mode
+                            ('' or any of 'e' extend, 'r' replace: includes/dedup.lua)
 
   Returns: one entry per job: the state it entered ('waiting', 'prioritized', 'delayed'),
            -5 (JOB_EXISTS) when a job with that id is already there (it is left as it is),
@@ -27,7 +28,8 @@
            deleted since (its tombstone: includes/job_logs.lua), or {holder} when another
            job holds its deduplication id (nothing is written).
   Events:  waiting | delayed (jobId) per job added; deduplicated (jobId of the holder,
-           deduplicationId, deduplicatedJobId) per job not added for its deduplication id
+           deduplicationId, deduplicatedJobId) per job not added for its deduplication id;
+           removed (jobId) per delayed holder a job replaced
 ]]
 -- @include events
 -- @include dedup
@@ -44,14 +46,14 @@ local resent = ARGV[3] == '1'
 local dedup = 4 + (#KEYS - 10) * 7  -- the first deduplication argument, if any
 for i = 11, #KEYS do
   local a = 4 + (i - 11) * 7
-  local d = dedup + (i - 11) * 2
+  local d = dedup + (i - 11) * 3
   local dedup_id = ARGV[d] or ''
   local key = KEYS[i]
   if redis.call('EXISTS', key) == 1 or (resent and added_before(key, now)) then
     results[#results + 1] = -5
   else
-    local holder = dedup_id ~= '' and dedup_take(q, dedup_id, tonumber(ARGV[d + 1]), ARGV[a],
-      maxlen)
+    local holder = dedup_id ~= '' and dedup_take(q, dedup_id, tonumber(ARGV[d + 1]), ARGV[d + 2],
+      ARGV[a], now, maxlen)
     if holder then
       results[#results + 1] = {holder}
     else

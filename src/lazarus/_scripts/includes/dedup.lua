@@ -1,3 +1,4 @@
+-- @include job_logs
 -- Deduplication: a job added with deduplication {id, ttl} takes the key
 -- '<prefix>:{<queue>}:de:<id>' (value: the job's id), derived from job_prefix as the dead
 -- letter store's prefix is: with a ttl for that long, without one until the job completes,
@@ -8,13 +9,23 @@ local function dedup_key(job_prefix, dedup_id)
   return string.sub(job_prefix, 1, -5) .. 'de:' .. dedup_id
 end
 
--- dedup_take(q, dedup_id, ttl, id, maxlen): false when dedup_id was free and now names job
--- `id` (for ttl ms, or with ttl 0 until the job finishes); else the id of the job holding it,
--- after a 'deduplicated' event.
-local function dedup_take(q, dedup_id, ttl, id, maxlen)
+-- dedup_take(q, dedup_id, ttl, mode, id, now, maxlen): false when dedup_id was free and now
+-- names job `id` (for ttl ms, or with ttl 0 until the job finishes); else the id of the job
+-- holding it, after a 'deduplicated' event. `mode` holds 'e' (extend: a held id's ttl starts
+-- again) and 'r' (replace: a holder that is still delayed is deleted, with a 'removed' event,
+-- and `id` takes the id in its place: the last of a burst of adds is the one that runs).
+local function dedup_take(q, dedup_id, ttl, mode, id, now, maxlen)
   local key = dedup_key(q.job_prefix, dedup_id)
   local holder = redis.call('GET', key)
+  if holder and string.find(mode, 'r', 1, true) and redis.call('ZREM', q.delayed, holder) == 1
+      then
+    local held = q.job_prefix .. holder
+    drop_job(held, now, redis.call('HGET', held, 'timestamp'))
+    emit(q.events, maxlen, 'removed', 'jobId', holder)
+    holder = false
+  end
   if holder then
+    if ttl > 0 and string.find(mode, 'e', 1, true) then redis.call('PEXPIRE', key, ttl) end
     emit(q.events, maxlen, 'deduplicated', 'jobId', holder, 'deduplicationId', dedup_id,
       'deduplicatedJobId', id)
     return holder
