@@ -239,3 +239,29 @@ async def test_replace_leaves_a_holder_that_is_no_longer_delayed(
     assert second.id == first.id and second.data == {"v": 1}
     assert await queue.get_delayed_count() == 0
     assert await events_named(raw, queue, "removed") == []
+
+
+async def test_replace_leaves_a_holder_that_ran_and_waits_out_a_backoff(
+    queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    # Given a holder whose first attempt failed, delayed by an hour's backoff
+    debounce = {"id": "k", "replace": True}
+    first = await queue.add("n", None, attempts=2, backoff={"type": "fixed", "delay": 3_600_000},
+                            deduplication=debounce)  # fmt: skip
+
+    async def fail(job: Job) -> None:
+        raise RuntimeError("first attempt")
+
+    worker = make_worker(fail)
+
+    async def backing_off() -> bool:
+        return await queue.get_job_state(first.id) == "delayed"
+
+    await wait_until(backing_off)
+    await worker.close()
+
+    # Then a debounced add keeps it, with its failure history
+    second = await queue.add("n", None, delay=100, deduplication=debounce)
+    assert second.id == first.id
+    stored = await queue.get_job(first.id)
+    assert stored is not None and stored.failed_reason == "first attempt"

@@ -12,14 +12,17 @@ end
 -- dedup_take(q, dedup_id, ttl, mode, id, now, maxlen): false when dedup_id was free and now
 -- names job `id` (for ttl ms, or with ttl 0 until the job finishes); else the id of the job
 -- holding it, after a 'deduplicated' event. `mode` holds 'e' (extend: a held id's ttl starts
--- again) and 'r' (replace: a holder that is still delayed is deleted, with a 'removed' event,
--- and `id` takes the id in its place: the last of a burst of adds is the one that runs).
+-- again) and 'r' (replace: a holder still delayed that never ran is deleted, with a 'removed'
+-- event, and `id` takes the id in its place: the last of a burst of adds is the one that
+-- runs).
 local function dedup_take(q, dedup_id, ttl, mode, id, now, maxlen)
   local key = dedup_key(q.job_prefix, dedup_id)
   local holder = redis.call('GET', key)
-  if holder and string.find(mode, 'r', 1, true) and redis.call('ZREM', q.delayed, holder) == 1
-      then
-    local held = q.job_prefix .. holder
+  local held = holder and q.job_prefix .. holder
+  -- Only a holder that never ran: one delayed by a retry's backoff keeps its history.
+  if holder and string.find(mode, 'r', 1, true) and redis.call('ZSCORE', q.delayed, holder)
+      and not redis.call('HGET', held, 'ats') then
+    redis.call('ZREM', q.delayed, holder)
     drop_job(held, now, redis.call('HGET', held, 'timestamp'))
     emit(q.events, maxlen, 'removed', 'jobId', holder)
     holder = false
