@@ -5,7 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 
+from ..job import JobState
 from ..operators import Operators, QueueSummary
+from ..queue import Queue
 from ._deps import (
     AUTH_ERRORS,
     ERRORS,
@@ -41,6 +43,16 @@ async def existing_queue(ops: Operators, name: str) -> QueueSummary:
     return await ops.summary(name)
 
 
+async def job_of(queue: Queue, id: str, state: JobState | None = None) -> JobOut:
+    """Job ``id`` of ``queue`` in the API's shape: in ``state`` (what a call that just moved
+    or changed it answered) or as it is now; 404 when there is no such job (or someone else
+    removed it the moment after the call)."""
+    job = await queue.get_job(id)
+    if job is None:
+        raise ApiError(404, "not_found", f"no job {id!r} in {queue.name!r}")
+    return job_out(job, state or await queue.get_job_state(id))
+
+
 @router.get("", summary="Every queue with its counts and dead-letter depth")
 async def list_queue_summaries(ops: Ops) -> QueueList:
     """Every queue under the prefix, by name."""
@@ -56,11 +68,7 @@ async def get_queue(ops: Ops, name: QueueName) -> QueueOut:
 @router.get("/{name}/jobs/{id}", summary="One job of a queue", responses=NOT_FOUND)
 async def get_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
     """One job with its state (and ``deadLetter`` metadata for a dead letter)."""
-    queue = ops.queue(name)
-    job = await queue.get_job(id)
-    if job is None:
-        raise ApiError(404, "not_found", f"no job {id!r} in {name!r}")
-    return job_out(job, await queue.get_job_state(id))
+    return await job_of(ops.queue(name), id)
 
 
 @router.post("/{name}/pause", summary="Pause a queue", dependencies=_AUTH,

@@ -14,20 +14,17 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from ..job import JobState
-from ..queue import Queue
 from ._deps import (
     AUTH_ERRORS,
     CONFLICT,
     NOT_FOUND,
-    ApiError,
     JobId,
     Ops,
     QueueName,
     require_token,
 )
-from .queues import existing_queue
-from .schemas import JobOut, job_out
+from .queues import existing_queue, job_of
+from .schemas import JobOut
 
 router = APIRouter(prefix="/api/queues", tags=["queues"], responses=AUTH_ERRORS)
 _AUTH = [Depends(require_token)]
@@ -48,14 +45,6 @@ class PromoteResult(BaseModel):
     dry_run: bool = Field(serialization_alias="dryRun")
 
 
-async def _moved(queue: Queue, id: str, state: JobState | None = None) -> JobOut:
-    """Job ``id`` of ``queue`` just after a call moved it (in ``state``, or as it is now)."""
-    job = await queue.get_job(id)
-    if job is None:  # removed by someone else the moment after it moved
-        raise ApiError(404, "not_found", f"no job {id!r} in {queue.name!r}")
-    return job_out(job, state or await queue.get_job_state(id))
-
-
 @router.post("/{name}/jobs/{id}/retry", summary="Retry one failed job", dependencies=_AUTH,
              responses={**NOT_FOUND, **CONFLICT})  # fmt: skip
 async def retry_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
@@ -63,7 +52,7 @@ async def retry_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
     await existing_queue(ops, name)
     queue = ops.queue(name)
     await queue.retry_job(id)
-    return await _moved(queue, id)
+    return await job_of(queue, id)
 
 
 @router.post("/{name}/jobs/{id}/promote", summary="Run one delayed job now", dependencies=_AUTH,
@@ -72,7 +61,7 @@ async def promote_job(ops: Ops, name: QueueName, id: JobId) -> JobOut:
     """Move a delayed job to waiting (or prioritized) at once; 409 unless it is delayed."""
     await existing_queue(ops, name)
     queue = ops.queue(name)
-    return await _moved(queue, id, await queue.promote_job(id))
+    return await job_of(queue, id, await queue.promote_job(id))
 
 
 @router.post("/{name}/retry", summary="Retry every failed job of a queue", dependencies=_AUTH,
