@@ -28,6 +28,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/queues/{name}/jobs/{id}"): V,
     ("POST", "/api/queues/{name}/pause"): OP,
     ("POST", "/api/queues/{name}/resume"): OP,
+    ("POST", "/api/queues/{name}/drain"): OP,
     ("GET", "/api/dead-letters"): V,
     ("GET", "/api/dead-letters/queues"): V,
     ("GET", "/api/dead-letters/original/{id}"): V,
@@ -57,6 +58,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/queues/{name}/jobs/{id}/promote"): OP,
     ("POST", "/api/queues/{name}/retry"): OP,
     ("POST", "/api/queues/{name}/promote"): OP,
+    ("PATCH", "/api/queues/{name}/jobs/{id}"): OP,
     ("GET", "/api/queues/{name}/workers"): V,
     # seed 003's API over the record, and the webhook delivery log
     ("GET", "/api/v1/dead-letter"): V,
@@ -135,7 +137,7 @@ async def test_every_route_answers_each_caller_as_its_role_allows(app: FastAPI) 
             needed = REQUIRED[(method, path)]
             for caller, token in CALLERS.items():
                 headers = {"Authorization": f"Bearer {token}"} if token else {}
-                body = {} if method == "POST" else None
+                body = {} if method in ("POST", "PATCH") else None
                 response = await client.request(method, url, headers=headers, json=body)
                 where = f"{method} {path} as {caller}: {response.status_code} {response.text}"
                 if needed is PUBLIC:

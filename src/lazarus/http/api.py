@@ -40,6 +40,7 @@ from . import (
     all_dead_letters,
     audit,
     bulk,
+    changes,
     dead_letters,
     lifecycle,
     metrics,
@@ -59,6 +60,7 @@ router.include_router(bulk.router)
 router.include_router(lifecycle.router)
 router.include_router(queues.router)
 router.include_router(retry.router)
+router.include_router(changes.router)
 router.include_router(workers.router)
 router.include_router(queues.health_router)
 router.include_router(metrics.router)

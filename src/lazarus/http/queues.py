@@ -1,9 +1,10 @@
-"""Queues (list, one, a job of one, pause, resume) and the health check."""
+"""Queues (list, one, a job of one, pause, resume, drain) and the health check."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
 
 from ..job import JobState
 from ..operators import Operators, QueueSummary
@@ -87,6 +88,26 @@ async def resume_queue(ops: Ops, name: QueueName) -> QueueOut:
     await existing_queue(ops, name)
     await ops.queue(name).resume()
     return queue_out(await ops.summary(name))
+
+
+class DrainResult(BaseModel):
+    """How many jobs a drain removed."""
+
+    drained: int = Field(description="Waiting and prioritized jobs removed (and delayed ones).")
+    delayed: bool = Field(description="Whether delayed jobs were drained too.")
+
+
+@router.post("/{name}/drain", summary="Remove the jobs that wait to run", dependencies=_AUTH,
+             responses={**AUTH_ERRORS, **NOT_FOUND})  # fmt: skip
+async def drain_queue(
+    ops: Ops,
+    name: QueueName,
+    delayed: bool = Query(False, description="Remove the delayed jobs too."),
+) -> DrainResult:
+    """Remove the waiting and prioritized jobs (with ``delayed=true``, the delayed ones too)
+    added before the call; running and finished jobs stay, and so do dead letters."""
+    await existing_queue(ops, name)
+    return DrainResult(drained=await ops.queue(name).drain(delayed=delayed), delayed=delayed)
 
 
 def _health_queue(summary: QueueSummary) -> HealthQueue:

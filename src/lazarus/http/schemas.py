@@ -131,7 +131,8 @@ class DeadLetterQueueList(BaseModel):
 
 
 class JobOut(BaseModel):
-    """One job of a queue, with its state. ``deadLetter`` is set for a dead letter."""
+    """One job of a queue, with its state. ``deadLetter`` is set for a dead letter.
+    ``priority`` is the job's priority now; ``opts`` are the options it was added with."""
 
     id: str
     name: str
@@ -139,6 +140,7 @@ class JobOut(BaseModel):
     state: str
     data: Any
     opts: dict[str, Any]
+    priority: int
     timestamp: int
     attemptsMade: int
     maxAttempts: int
@@ -305,6 +307,7 @@ def job_out(job: Job, state: str) -> JobOut:
         state=state,
         data=masked(job.original_data),
         opts=job.opts.to_dict(),
+        priority=job.priority,
         timestamp=job.timestamp,
         attemptsMade=job.attempts_made,
         maxAttempts=job.opts.attempts,
