@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lazarus import Queue
-from lazarus.cli import _bulk
+from lazarus.cli import _options
 
 from .conftest import Invoke, MakeWorker, dead_letter, parsed
 
@@ -164,7 +164,7 @@ async def test_at_a_terminal_the_operator_is_asked_and_no_keeps_everything(
 ) -> None:  # fmt: skip
     # Given two dead letters and an operator at a terminal
     await dead_letter(queue, make_worker, ("a", {}), ("b", {}))
-    monkeypatch.setattr(_bulk, "stdin_is_interactive", lambda: True)
+    monkeypatch.setattr(_options, "stdin_is_interactive", lambda: True)
 
     # When they answer no to a purge, then yes to a replay
     declined = await invoke("dlq", "purge", "jobs-dlq", "--all", input="n\n")

@@ -11,14 +11,13 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..dead_letter import DeadLetterFilter
 from ..operators import Operators
 from ..queue import Queue
 from . import _render
-from ._options import open_queue, stdin_is_interactive
+from ._options import confirm, open_queue
 
 SAMPLE_SIZE = 5
 Verb = Literal["replay", "purge"]
@@ -52,20 +51,6 @@ class ProgressBar:
         # More can be handled than were counted: the count came a moment before the walk.
         self.total = max(self.total, done)
         self.progress.update(self.task, completed=done, total=self.total)
-
-
-def confirm(plan: BulkPlan, matched: int) -> None:
-    """Ask before acting; refuse outright when nobody can answer and ``--yes`` was not given."""
-    if plan.yes:
-        return
-    what = f"{plan.verb} {matched} dead letter{'s' if matched != 1 else ''} in {plan.queue!r}"
-    if not stdin_is_interactive():
-        raise click.ClickException(
-            f"refusing to {what} without confirmation: stdin is not a terminal. "
-            "Pass --yes to go ahead, or --dry-run to preview."
-        )
-    # A blocking prompt is fine here: nothing else runs on this command's event loop.
-    click.confirm(f"{what.capitalize()}?", abort=True, err=True)
 
 
 async def _act(queue: Queue, plan: BulkPlan, matched: int) -> int:
@@ -108,7 +93,8 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
             out.print(f"dry run: {matched} would be {past}; nothing was changed" if plan.dry_run
                       else "nothing to do")  # fmt: skip
         return report
-    confirm(plan, matched)
+    confirm(f"{plan.verb} {matched} dead letter{'s' if matched != 1 else ''} in {plan.queue!r}",
+            yes=plan.yes)  # fmt: skip
     done = await _act(queue, plan, matched)
     report[PAST[plan.verb]] = done
     if not plan.as_json:

@@ -213,3 +213,25 @@ def emit_json(document: Any) -> None:
 def stdin_is_interactive() -> bool:
     """Whether a person can answer a confirmation prompt."""
     return sys.stdin is not None and sys.stdin.isatty()
+
+
+def confirm(what: str, *, yes: bool) -> None:
+    """Ask before doing ``what`` (``"purge 42 dead letters in 'payments-dlq'"``); refuse
+    outright when nobody can answer and ``--yes`` was not given. A blocking prompt is fine
+    inside a command's ``work``: nothing else runs on its event loop."""
+    if yes:
+        return
+    if not stdin_is_interactive():
+        raise click.ClickException(
+            f"refusing to {what} without confirmation: stdin is not a terminal. "
+            "Pass --yes to go ahead, or --dry-run to preview."
+        )
+    click.confirm(f"{what[:1].upper()}{what[1:]}?", abort=True, err=True)
+
+
+def parse_payload(text: str | None) -> Any:
+    """The JSON text of ``--data`` as a value; a clean usage error when it is not JSON."""
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--data") from None

@@ -26,9 +26,10 @@ from ._options import (
     filter_options,
     id_argument,
     open_queue,
+    parse_payload,
     run,
 )
-from .dlq_lifecycle import COMMANDS, REPLAY_CHANGES, parse_payload
+from .dlq_lifecycle import COMMANDS, REPLAY_CHANGES
 from .dlq_list import list_dead_letters
 from .main import PREFIX_OPTION, URL_OPTION
 

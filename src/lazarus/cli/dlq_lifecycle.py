@@ -4,7 +4,6 @@ operator moves it; and the options ``dlq replay`` takes to change what it replay
 from __future__ import annotations
 
 import getpass
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -69,14 +68,6 @@ def _check_note(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 NOTE_OPTION = click.option("--note", callback=_check_note, help="Why: recorded in the timeline.")
-
-
-def parse_payload(text: str | None) -> Any:
-    """The JSON text of ``--data`` as a value; a clean usage error when it is not JSON."""
-    try:
-        return json.loads(text) if text is not None else None
-    except ValueError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--data") from None
 
 
 REPLAY_CHANGES: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
