@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import JobStateError
 from ..job_options import MAX_DURATION_MS, MAX_PRIORITY
 from ._deps import (
     AUTH_ERRORS,
@@ -30,6 +31,7 @@ from .schemas import JobOut
 
 router = APIRouter(prefix="/api/queues", tags=["queues"], responses=AUTH_ERRORS)
 FIELDS = ("data", "priority", "delay")
+REFUSED = "a dead letter changes only by a replay; a delay needs a delayed job"
 
 
 class JobChangeIn(BaseModel):
@@ -78,4 +80,6 @@ async def change_job(ops: Ops, name: QueueName, id: JobId, body: JobChangeIn) ->
     except (TypeError, ValueError) as exc:  # what the library refused names its field
         field = next((f for f in FIELDS if str(exc).startswith(f)), "body")
         raise ApiError(422, "invalid_parameter", str(exc), field=field) from None
+    except JobStateError as exc:  # the library's message says "job state": say which rule
+        raise ApiError(409, "job_state_conflict", f"{exc} ({REFUSED})") from None
     return await job_of(queue, id, state)
