@@ -1,13 +1,17 @@
-"""``lazarus job``: retry, promote or remove one job of a queue; promote every delayed one."""
+"""``lazarus job``: retry, promote, change or remove one job of a queue; promote every
+delayed one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
 from tests.conftest import wait_until
 
-from .conftest import Invoke, MakeWorker, parsed
+from .conftest import Invoke, MakeWorker, dead_letter, parsed
 
 
 async def test_promote_runs_a_delayed_job_now(queue: Queue, invoke: Invoke) -> None:
@@ -91,3 +95,98 @@ async def test_bad_input_is_refused_naming_what_is_wrong(
     result = await invoke("job", *args)
 
     assert result.exit_code in (1, 2) and named in result.output
+
+
+# -- change -----------------------------------------------------------------------------------
+
+
+async def snapshot(raw: aioredis.Redis, queue: Queue, job_id: str) -> tuple[Any, ...]:
+    """What a change would write: the job's hash, where it is, and the events stream."""
+    k = queue.keys
+    return (
+        await raw.hgetall(k.job(job_id)),
+        await raw.zscore(k.delayed, job_id),
+        await raw.zscore(k.prioritized, job_id),
+        await raw.lrange(k.wait, 0, -1),
+        await raw.xlen(k.events),
+    )
+
+
+async def test_change_sets_data_priority_and_delay_at_once(
+    queue: Queue, invoke: Invoke, raw: aioredis.Redis
+) -> None:
+    added = await queue.add("n", {"v": 1}, delay=60_000)
+
+    document = parsed(await invoke(
+        "job", "change", "jobs", added.id, "--data", '{"v": 2}', "--priority", "3",
+        "--delay", "3600000", "--json",
+    ))  # fmt: skip
+
+    assert document == {"queue": "jobs", "id": added.id, "state": "delayed",
+                        "changed": ["data", "priority", "delay"]}  # fmt: skip
+    stored = await queue.get_job(added.id)
+    assert stored is not None and (stored.data, stored.priority) == ({"v": 2}, 3)
+    due = await raw.zscore(queue.keys.delayed, added.id)
+    assert due is not None and due >= added.timestamp + 3_600_000
+
+
+async def test_change_places_a_waiting_job_by_its_new_priority_and_data_null_is_json_null(
+    queue: Queue, invoke: Invoke, raw: aioredis.Redis
+) -> None:
+    await queue.pause()
+    added = await queue.add("n", {"v": 1})
+
+    result = await invoke("job", "change", "jobs", added.id, "--priority", "1", "--data", "null")
+
+    assert result.exit_code == 0, result.output
+    assert f"job {added.id} of jobs: prioritized (changed data, priority)" in result.stdout
+    assert await raw.zscore(queue.keys.prioritized, added.id) is not None
+    assert await raw.hget(queue.keys.job(added.id), "data") == "null"
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code", "named"),
+    [
+        ((), 2, "nothing to change: give --data, --priority or --delay"),
+        (("--data", "{bad"), 2, "--data"),
+        (("--data", "NaN", "--priority", "1"), 2, "'--data': data is nan"),
+        (("--priority", "-1"), 2, "'--priority'"),
+        (("--priority", "2097153"), 2, "'--priority'"),
+        (("--priority", "1.5"), 2, "'--priority'"),
+        (("--delay", "soon"), 2, "'--delay'"),
+        (("--data", "1", "--priority", "1", "--delay", "5"), 1, "takes a delayed job only"),
+    ],
+)
+async def test_change_refuses_bad_input_naming_it_and_writes_nothing(
+    queue: Queue,
+    invoke: Invoke,
+    raw: aioredis.Redis,
+    args: tuple[str, ...],
+    exit_code: int,
+    named: str,
+) -> None:
+    added = await queue.add("n", {"v": 1})
+    before = await snapshot(raw, queue, added.id)
+
+    result = await invoke("job", "change", "jobs", added.id, *args)
+
+    assert result.exit_code == exit_code, result.output
+    assert named in result.output and "Traceback" not in result.output
+    assert await snapshot(raw, queue, added.id) == before
+
+
+async def test_change_of_a_missing_job_a_missing_queue_or_a_dead_letter_fails(
+    queue: Queue, dlq: Queue, invoke: Invoke, make_worker: MakeWorker, raw: aioredis.Redis
+) -> None:
+    (letter,) = await dead_letter(queue, make_worker, ("charge", {"n": 1}))
+    before = await snapshot(raw, dlq, letter)
+
+    no_job = await invoke("job", "change", "jobs", "nope", "--priority", "1")
+    no_queue = await invoke("job", "change", "nope", "1", "--priority", "1")
+    a_dead_letter = await invoke("job", "change", "jobs-dlq", letter, "--data", "{}")
+
+    assert no_job.exit_code == 1 and "'nope'" in no_job.output
+    assert no_queue.exit_code == 1 and "no queue 'nope'" in no_queue.output
+    assert a_dead_letter.exit_code == 1 and letter in a_dead_letter.output
+    assert not await raw.exists(queue.keys.job("nope"))
+    assert await snapshot(raw, dlq, letter) == before

@@ -1,18 +1,32 @@
 """``lazarus job``: act on one job of a queue by hand — retry it (failed), run it now
-(delayed) or remove it — or run every delayed job of a queue now."""
+(delayed), change its data, priority or delay, or remove it — or run every delayed job of a
+queue now."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import click
 
 from .._keys import validate_job_id
+from ..errors import JobStateError
+from ..job_options import MAX_DURATION_MS, MAX_PRIORITY
 from ..operators import Operators
 from ..queue import Queue
 from . import _render
-from ._options import JSON_OPTION, QUEUE_ARGUMENT, emit_json, open_queue, run
+from ._options import (
+    JSON_OPTION,
+    QUEUE_ARGUMENT,
+    emit_json,
+    id_argument,
+    open_queue,
+    parse_payload,
+    run,
+)
 from .main import PREFIX_OPTION, URL_OPTION
+
+CHANGE_REFUSED = "a dead letter changes only by a replay; --delay takes a delayed job only"
 
 
 @click.group()
@@ -24,6 +38,7 @@ def job() -> None:
     Examples:
       lazarus job retry payments 42
       lazarus job promote payments 42
+      lazarus job change payments 42 --priority 1
       lazarus job remove payments 42
       lazarus job promote-all payments --dry-run
     """
@@ -103,3 +118,69 @@ def promote_all(queue_name: str, dry_run: bool, as_json: bool, redis_url: str, p
         return
     jobs = f"{count} delayed job{'s' if count != 1 else ''} of {queue_name}"
     _render.console().print(f"{jobs} would be promoted" if dry_run else f"promoted {jobs}")
+
+
+@job.command()
+@QUEUE_ARGUMENT
+@id_argument()
+@click.option(
+    "--data",
+    "data_json",
+    metavar="JSON",
+    help="The job's new data, any JSON value (null included).",
+)
+@click.option(
+    "--priority",
+    type=click.IntRange(0, MAX_PRIORITY),
+    help="The job's new priority: 1 the highest, 0 none.",
+)
+@click.option(
+    "--delay",
+    type=click.IntRange(0, MAX_DURATION_MS),
+    metavar="MS",
+    help="Make a delayed job due MS milliseconds from now.",
+)
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def change(
+    queue_name: str, job_id: str, data_json: str | None, priority: int | None,
+    delay: int | None, as_json: bool, redis_url: str, prefix: str,
+) -> None:  # fmt: skip
+    """Change the data, priority and delay (those given) of job ID of QUEUE at once, where it
+    is: all or none. A waiting job given a priority is placed again by it; a job in another
+    state keeps it for when it is next ready. --delay takes a delayed job only. Fails for a
+    dead letter (replay it with `lazarus dlq replay --data` instead). Prints the job's state
+    afterwards.
+
+    \b
+    Examples:
+      lazarus job change payments 42 --priority 1
+      lazarus job change payments 42 --data '{"id": 7, "amount": 500}'
+      lazarus job change payments 42 --delay 0
+    """
+    changes: dict[str, Any] = {}
+    if data_json is not None:
+        changes["data"] = parse_payload(data_json)
+    if priority is not None:
+        changes["priority"] = priority
+    if delay is not None:
+        changes["delay"] = delay
+    if not changes:
+        raise click.UsageError("nothing to change: give --data, --priority or --delay")
+
+    async def work(ops: Operators) -> str:
+        queue = await open_queue(ops, queue_name)
+        try:
+            return await queue.change_job(job_id, **changes)
+        except (TypeError, ValueError) as exc:  # the library names the field: data
+            field = next((f for f in changes if str(exc).startswith(f)), "data")
+            raise click.BadParameter(str(exc), param_hint=f"'--{field}'") from None
+        except JobStateError as exc:
+            raise click.ClickException(f"{exc} ({CHANGE_REFUSED})") from None
+
+    state = run(redis_url, prefix, work)
+    if as_json:
+        emit_json({"queue": queue_name, "id": job_id, "state": state, "changed": list(changes)})
+        return
+    _render.console().print(f"job {job_id} of {queue_name}: {state} (changed {', '.join(changes)})")

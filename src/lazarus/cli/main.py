@@ -246,6 +246,7 @@ def _register_commands() -> None:
         dlq,
         job,
         migrate,
+        queue,
         queues,
         record,
         redrive,
@@ -256,6 +257,7 @@ def _register_commands() -> None:
     )
 
     main.add_command(queues.queues)
+    main.add_command(queue.queue)
     main.add_command(schedules.schedules)
     main.add_command(job.job)
     main.add_command(dlq.dlq)

@@ -1,0 +1,86 @@
+"""``lazarus queue``: act on a whole queue by hand — drain it of the jobs that wait to run.
+(``lazarus queues`` lists them.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..operators import Operators
+from ..queue import Queue
+from . import _render
+from ._options import JSON_OPTION, QUEUE_ARGUMENT, confirm, emit_json, open_queue, run
+from .main import PREFIX_OPTION, URL_OPTION
+
+
+@click.group()
+def queue() -> None:
+    """Act on a whole queue (`lazarus queues` lists them).
+
+    \b
+    Examples:
+      lazarus queue drain payments --dry-run
+      lazarus queue drain payments --delayed --yes
+    """
+
+
+async def waiting_jobs(queue: Queue, *, delayed: bool) -> int:
+    """How many jobs a drain would remove now: waiting (paused or not) and prioritized, and
+    with ``delayed`` the delayed ones; not the dead letters a dead letter queue counts as
+    waiting."""
+    counts = await queue.get_job_counts()
+    ready = counts["waiting"] + counts["prioritized"] + counts["paused"]
+    dead = await queue.get_dead_letter_count()
+    return ready - dead + (counts["delayed"] if delayed else 0)
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job{'s' if count != 1 else ''}"
+
+
+@queue.command()
+@QUEUE_ARGUMENT
+@click.option("--delayed", is_flag=True, help="Remove the delayed jobs too.")
+@click.option("--dry-run", is_flag=True, help="Count the jobs only; remove nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def drain(
+    queue_name: str, delayed: bool, dry_run: bool, yes: bool, as_json: bool, redis_url: str,
+    prefix: str,
+) -> None:  # fmt: skip
+    """Remove the jobs of QUEUE that wait to run: waiting and prioritized (with --delayed,
+    delayed too), added before the drain began. Running jobs finish; finished jobs and the
+    dead letters of a dead letter queue stay.
+
+    The jobs are counted first; --dry-run stops there. Otherwise you are asked to confirm
+    (--yes skips that; without a terminal, --yes is required).
+    """
+    kinds = "waiting, prioritized and delayed" if delayed else "waiting and prioritized"
+
+    async def work(ops: Operators) -> dict[str, Any]:
+        queue = await open_queue(ops, queue_name)
+        matched = await waiting_jobs(queue, delayed=delayed)
+        report: dict[str, Any] = {"queue": queue_name, "delayed": delayed, "dryRun": dry_run,
+                                  "matched": matched, "drained": 0}  # fmt: skip
+        if not as_json:
+            _render.console().print(f"{_jobs(matched)} {kinds} in {queue_name!r}")
+        if dry_run or matched == 0:
+            return report
+        confirm(f"drain {_jobs(matched)} from {queue_name!r}", yes=yes)
+        report["drained"] = await queue.drain(delayed=delayed)
+        return report
+
+    report = run(redis_url, prefix, work)
+    if as_json:
+        emit_json(report)
+        return
+    out = _render.console()
+    if dry_run:
+        out.print(f"dry run: {_jobs(report['matched'])} would be drained; nothing was removed")
+    elif report["matched"]:
+        out.print(f"drained {_jobs(report['drained'])} from {queue_name!r}")
+    else:
+        out.print("nothing to drain")
