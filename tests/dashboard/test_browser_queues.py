@@ -1,6 +1,7 @@
 """A queue's pages in a real headless Chromium: failed jobs found, retried one by one and in
-bulk, delayed jobs run now one by one and in bulk, and auto-refresh switched on, all within
-the script-free Content-Security-Policy."""
+bulk, delayed jobs run now one by one and in bulk, a delayed job's priority and delay changed
+from its page, and auto-refresh switched on, all within the script-free
+Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -98,4 +99,34 @@ async def test_operator_runs_delayed_jobs_now_from_the_queue_page(
     await expect(page.locator("nav.tabs .tab.current")).to_contain_text("waiting")
     await expect(rows).to_have_count(3)
     assert await queue.get_delayed_count() == 0
+    assert [e for e in errors if "Content Security Policy" in e] == []
+
+
+async def test_operator_changes_a_delayed_jobs_priority_and_delay_from_its_page(
+    served: str,  # noqa: F811
+    page: Page,  # noqa: F811
+    queue: Queue,
+) -> None:
+    # Given a job delayed by an hour on a paused queue
+    await queue.pause()
+    job = await queue.add("report", {"n": 1}, delay=3_600_000)
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text))
+
+    # When the operator opens its page and gives it priority 2, due in a minute
+    await page.goto(served + f"/dashboard/queues/jobs/jobs/{job.id}")
+    await page.get_by_label("Priority").fill("2")
+    await page.get_by_label("Due in").fill("60")
+    await page.get_by_role("button", name="Change").click()
+
+    # Then the page says so, shows the new priority, and the job holds both
+    await expect(page.locator(".flash-ok")).to_have_text(
+        "Changed the priority and the delay: the job is delayed now."
+    )
+    priority = page.locator("dl.facts dt", has_text="Priority").locator("xpath=following::dd[1]")
+    await expect(priority).to_have_text("2")
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.priority == 2
+    due = await queue.client.zscore(queue.keys.delayed, job.id)
+    assert due is not None and due < job.timestamp + 3_600_000
     assert [e for e in errors if "Content Security Policy" in e] == []

@@ -24,6 +24,7 @@ from . import (
     audit,
     bulk,
     health,
+    job_changes,
     public,
     queue_actions,
     queue_pages,
@@ -171,4 +172,5 @@ router.include_router(bulk.router)
 router.include_router(audit.router)
 router.include_router(health.router)
 router.include_router(queue_actions.router)
+router.include_router(job_changes.router)
 router.include_router(queue_pages.router)  # last: its /queues/{name:path} matches the most
