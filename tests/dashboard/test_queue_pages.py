@@ -188,6 +188,22 @@ async def test_drain_and_clean_remove_jobs_after_confirming(
     assert await queue.get_failed_count() == 0
 
 
+@pytest.mark.parametrize("grace_s", ["", "soon", "-1", "1.5", "²"])
+async def test_clean_with_a_grace_period_that_is_no_whole_number_removes_nothing(
+    client: httpx.AsyncClient, queue: Queue, grace_s: str
+) -> None:
+    await queue.pause()
+    await queue.add("n", None)
+    token = await csrf_of(client, "/dashboard/queues/jobs/clean")
+
+    form = {"csrf": token, "confirm": "yes", "state": "waiting", "grace_s": grace_s}
+    response = await client.post("/dashboard/queues/jobs/clean", data=form)
+
+    assert response.status_code == 303
+    assert "Nothing+was+cleaned" in response.headers["location"]
+    assert (await queue.get_job_counts())["paused"] == 1
+
+
 async def test_drain_of_a_queue_that_holds_dead_letters_leaves_them(
     client: httpx.AsyncClient, queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:

@@ -199,7 +199,8 @@ async def clean(request: Request, name: str) -> Response:
         return missing(request, name)
     form = await fields(request)
     state, grace = form.get("state", ""), form.get("grace_s", "")
-    if form.get("confirm") != "yes" or state not in CLEAN_STATES or not grace.isdigit():
+    whole = grace.isascii() and grace.isdigit()  # str.isdigit alone takes "²", which int() refuses
+    if form.get("confirm") != "yes" or state not in CLEAN_STATES or not whole:
         message = "Nothing was cleaned: choose a state and a grace period in seconds."
         return back(request, name, message, error=True)
     removed = await _clean(queue, state, int(grace) * 1000)
