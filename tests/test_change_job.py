@@ -129,7 +129,7 @@ async def test_a_missing_job_or_a_dead_letter_is_refused(
         dlq.change_job_priority(letter.id, 1),
         dlq.change_job_delay(letter.id, 10),
     ):
-        with pytest.raises(JobStateError):
+        with pytest.raises(JobStateError, match="a dead letter changes only by a replay"):
             await change
     peeked = await dlq.peek_dead_letter(letter.id)
     assert peeked is not None and peeked.original_data == {"v": 1}
@@ -284,7 +284,7 @@ async def test_a_job_that_is_not_delayed_keeps_its_place_and_bad_delays_write_no
     delayed = await queue.add("n", None, delay=60_000)
     before = await raw.xlen(queue.keys.events)
 
-    with pytest.raises(JobStateError):
+    with pytest.raises(JobStateError, match="only a delayed job's delay changes"):
         await queue.change_job_delay(waiting.id, 10)
     with pytest.raises(JobNotFoundError):
         await queue.change_job_delay("gone", 10)
@@ -363,6 +363,8 @@ async def test_drain_removes_what_waits_and_leaves_the_rest(
     await queue.add_bulk([{"name": "n", "job_id": f"p{i}", "priority": 2} for i in range(20)])
     await queue.add("n", None, job_id="later", delay=60_000)
 
+    assert await queue.drain(dry_run=True) == 1_520
+    assert await queue.drain(delayed=True, dry_run=True) == 1_521
     assert await queue.drain() == 1_520
 
     counts = await queue.get_job_counts()
@@ -390,6 +392,7 @@ async def test_drain_leaves_the_dead_letters_of_a_queue_that_holds_them(
     await wait_until(dead)
     await dlq.add("n", None)
 
+    assert await dlq.drain(dry_run=True) == 1
     assert await dlq.drain() == 1
     assert await dlq.get_dead_letter_count() == 1
 

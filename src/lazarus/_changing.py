@@ -24,7 +24,7 @@ from ._codec import text
 from ._connection import now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id
 from ._scripts.wait_search import call_searching_wait
-from .errors import error_for_code
+from .errors import ErrorCode, JobStateError, error_for_code
 from .job_options import MAX_DURATION_MS, MAX_PRIORITY
 
 if TYPE_CHECKING:
@@ -73,7 +73,12 @@ async def change_job(
         [job_id, now_ms(), handle.max_events, *changes],
     )
     if isinstance(reply, int):
-        raise error_for_code(reply, f"change job {job_id!r} of {k.queue!r}")
+        what = f"change job {job_id!r} of {k.queue!r}"
+        if reply == ErrorCode.JOB_STATE:  # which rule refused it: one more read, on refusal only
+            if await handle.client.hexists(k.job(job_id), "dlq:sourceQueue"):
+                raise JobStateError(f"{what}: a dead letter changes only by a replay (data=)")
+            raise JobStateError(f"{what}: only a delayed job's delay changes; it is not delayed")
+        raise error_for_code(reply, what)
     return cast("JobState", text(reply))
 
 

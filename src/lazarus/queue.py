@@ -186,11 +186,18 @@ class Queue(
                 return removed
 
     @reports_unavailable
-    async def drain(self, *, delayed: bool = False) -> int:
-        """Remove the jobs that wait to run (``waiting`` and ``prioritized``; with
-        ``delayed``, the delayed ones too) and were added before the call began; returns how
-        many. Running jobs finish; finished jobs and dead letters stay. Goes in the bounded
-        calls of :meth:`clean`, each recording ``cleaned``."""
+    async def drain(self, *, delayed: bool = False, dry_run: bool = False) -> int:
+        """Remove the jobs that wait to run (``waiting`` and ``prioritized``, paused or not;
+        with ``delayed``, the delayed ones too) and were added before the call began; returns
+        how many (with ``dry_run``, how many wait now, removing nothing). Running jobs finish;
+        finished jobs and dead letters stay. Goes in the bounded calls of :meth:`clean`, each
+        recording ``cleaned``."""
+        if dry_run:
+            counts = await self.get_job_counts()
+            # Dead letters count as waiting, but a drain leaves them.
+            ready = counts["waiting"] + counts["prioritized"] + counts["paused"]
+            ready -= await self.get_dead_letter_count()
+            return ready + (counts["delayed"] if delayed else 0)
         cutoff = now_ms()
         states: tuple[CleanState, ...] = ("waiting", "prioritized", "delayed")
         removed = 0

@@ -154,7 +154,7 @@ async def test_change_places_a_waiting_job_by_its_new_priority_and_data_null_is_
         (("--priority", "2097153"), 2, "'--priority'"),
         (("--priority", "1.5"), 2, "'--priority'"),
         (("--delay", "soon"), 2, "'--delay'"),
-        (("--data", "1", "--priority", "1", "--delay", "5"), 1, "takes a delayed job only"),
+        (("--data", "1", "--priority", "1", "--delay", "5"), 1, "it is not delayed"),
     ],
 )
 async def test_change_refuses_bad_input_naming_it_and_writes_nothing(

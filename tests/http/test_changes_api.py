@@ -135,7 +135,7 @@ async def test_a_delay_for_a_job_that_is_not_delayed_is_a_409_and_changes_nothin
 
     assert response.status_code == 409, response.text
     assert response.json()["error"]["code"] == "job_state_conflict"
-    assert "a delay needs a delayed job" in response.json()["error"]["message"]
+    assert "only a delayed job's delay changes" in response.json()["error"]["message"]
     assert await snapshot(raw, queue, added.id) == before
 
 

@@ -26,8 +26,6 @@ from ._options import (
 )
 from .main import PREFIX_OPTION, URL_OPTION
 
-CHANGE_REFUSED = "a dead letter changes only by a replay; --delay takes a delayed job only"
-
 
 @click.group()
 def job() -> None:
@@ -177,7 +175,7 @@ def change(
             field = next((f for f in changes if str(exc).startswith(f)), "data")
             raise click.BadParameter(str(exc), param_hint=f"'--{field}'") from None
         except JobStateError as exc:
-            raise click.ClickException(f"{exc} ({CHANGE_REFUSED})") from None
+            raise click.ClickException(str(exc)) from None
 
     state = run(redis_url, prefix, work)
     if as_json:

@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from ..operators import Operators
-from ..queue import Queue
 from . import _render
 from ._options import JSON_OPTION, QUEUE_ARGUMENT, confirm, emit_json, open_queue, run
 from .main import PREFIX_OPTION, URL_OPTION
@@ -23,16 +22,6 @@ def queue() -> None:
       lazarus queue drain payments --dry-run
       lazarus queue drain payments --delayed --yes
     """
-
-
-async def waiting_jobs(queue: Queue, *, delayed: bool) -> int:
-    """How many jobs a drain would remove now: waiting (paused or not) and prioritized, and
-    with ``delayed`` the delayed ones; not the dead letters a dead letter queue counts as
-    waiting."""
-    counts = await queue.get_job_counts()
-    ready = counts["waiting"] + counts["prioritized"] + counts["paused"]
-    dead = await queue.get_dead_letter_count()
-    return ready - dead + (counts["delayed"] if delayed else 0)
 
 
 def _jobs(count: int) -> str:
@@ -62,7 +51,7 @@ def drain(
 
     async def work(ops: Operators) -> dict[str, Any]:
         queue = await open_queue(ops, queue_name)
-        matched = await waiting_jobs(queue, delayed=delayed)
+        matched = await queue.drain(delayed=delayed, dry_run=True)
         report: dict[str, Any] = {"queue": queue_name, "delayed": delayed, "dryRun": dry_run,
                                   "matched": matched, "drained": 0}  # fmt: skip
         if not as_json:

@@ -13,7 +13,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ..errors import JobStateError, LazarusError
+from ..errors import LazarusError
 from ..job_options import MAX_DURATION_MS, MAX_PRIORITY
 from .queue_actions import fields
 from .queue_pages import missing
@@ -25,7 +25,6 @@ router = APIRouter(
     prefix="/dashboard/queues/{name:path}", route_class=SignedInRoute, include_in_schema=False
 )
 
-REFUSED = "a delay needs a delayed job, and a dead letter changes only by a replay"
 # form field -> (what the notice calls it, its largest value, ms per unit)
 FIELDS = {
     "priority": ("the priority", MAX_PRIORITY, 1),
@@ -59,9 +58,7 @@ async def change_job(request: Request, name: str, job_id: str) -> Response:
     try:
         changes = _changes(await fields(request))
         state = await queue.change_job(job_id, **changes)
-    except JobStateError:  # it ran, or became a dead letter, since the page was drawn
-        message, error = f"Nothing was changed: {REFUSED}.", True
-    except (LazarusError, ValueError, TypeError) as exc:
+    except (LazarusError, ValueError, TypeError) as exc:  # a JobStateError says which rule
         message, error = f"Nothing was changed: {exc}.", True
     else:
         done = " and ".join(f"the {field}" for field in changes)

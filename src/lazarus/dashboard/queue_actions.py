@@ -24,7 +24,6 @@ from .routing import SignedInRoute, existing_queue
 from .security import flash_params
 
 CLEAN_STATES = ("completed", "failed", "waiting", "prioritized", "delayed")
-DRAIN_STATES = ("waiting", "prioritized", "delayed")
 CLEAN_BATCH = 1000
 
 router = APIRouter(
@@ -213,10 +212,7 @@ async def drain_page(request: Request, name: str) -> Response:
     queue = await existing_queue(request, name)
     if queue is None:
         return missing(request, name)
-    counts = await queue.get_job_counts()
-    # Dead letters count as waiting, but a drain leaves them.
-    dead = await queue.get_dead_letter_count()
-    count = sum(counts[s] for s in DRAIN_STATES) + counts["paused"] - dead
+    count = await queue.drain(delayed=True, dry_run=True)
     return confirm(request, name, "drain", count=count)
 
 

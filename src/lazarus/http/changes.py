@@ -31,7 +31,6 @@ from .schemas import JobOut
 
 router = APIRouter(prefix="/api/queues", tags=["queues"], responses=AUTH_ERRORS)
 FIELDS = ("data", "priority", "delay")
-REFUSED = "a dead letter changes only by a replay; a delay needs a delayed job"
 
 
 class JobChangeIn(BaseModel):
@@ -80,6 +79,6 @@ async def change_job(ops: Ops, name: QueueName, id: JobId, body: JobChangeIn) ->
     except (TypeError, ValueError) as exc:  # what the library refused names its field
         field = next((f for f in FIELDS if str(exc).startswith(f)), "body")
         raise ApiError(422, "invalid_parameter", str(exc), field=field) from None
-    except JobStateError as exc:  # the library's message says "job state": say which rule
-        raise ApiError(409, "job_state_conflict", f"{exc} ({REFUSED})") from None
+    except JobStateError as exc:  # the message says which rule refused it
+        raise ApiError(409, "job_state_conflict", str(exc)) from None
     return await job_of(queue, id, state)
