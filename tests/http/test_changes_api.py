@@ -184,14 +184,18 @@ async def test_drain_removes_what_waits_and_with_delayed_the_delayed_jobs_too(
     prioritized = await queue.add("n", None, priority=1)
     later = await queue.add("n", None, delay=3_600_000)
 
+    counted = await client.post("/api/queues/jobs/drain?dryRun=true&delayed=true")
+    assert counted.json() == {"drained": 3, "delayed": True, "dryRun": True}
+    assert await queue.get_job(waiting.id) is not None
+
     first = await client.post("/api/queues/jobs/drain")
 
     assert first.status_code == 200, first.text
-    assert first.json() == {"drained": 2, "delayed": False}
+    assert first.json() == {"drained": 2, "delayed": False, "dryRun": False}
     assert [await queue.get_job(j.id) for j in (waiting, prioritized)] == [None, None]
     assert await queue.get_job_state(later.id) == "delayed"
     second = await client.post("/api/queues/jobs/drain?delayed=true")
-    assert second.json() == {"drained": 1, "delayed": True}
+    assert second.json() == {"drained": 1, "delayed": True, "dryRun": False}
     assert await queue.get_job(later.id) is None
 
 
@@ -203,7 +207,7 @@ async def test_drain_leaves_dead_letters(
 
     response = await client.post(f"/api/queues/{DLQ}/drain?delayed=true")
 
-    assert response.json() == {"drained": 1, "delayed": True}
+    assert response.json() == {"drained": 1, "delayed": True, "dryRun": False}
     assert await dlq.get_dead_letter_count() == 1
 
 

@@ -93,21 +93,27 @@ async def resume_queue(ops: Ops, name: QueueName) -> QueueOut:
 class DrainResult(BaseModel):
     """How many jobs a drain removed."""
 
-    drained: int = Field(description="Waiting and prioritized jobs removed (and delayed ones).")
+    drained: int = Field(
+        description="Waiting and prioritized jobs removed (and delayed ones); with dryRun, "
+        "the jobs that wait now."
+    )
     delayed: bool = Field(description="Whether delayed jobs were drained too.")
+    dry_run: bool = Field(serialization_alias="dryRun")
 
 
 @router.post("/{name}/drain", summary="Remove the jobs that wait to run", dependencies=_AUTH,
-             responses={**AUTH_ERRORS, **NOT_FOUND})  # fmt: skip
+             responses={**AUTH_ERRORS, **NOT_FOUND}, response_model_by_alias=True)  # fmt: skip
 async def drain_queue(
     ops: Ops,
     name: QueueName,
     delayed: bool = Query(False, description="Remove the delayed jobs too."),
+    dry_run: bool = Query(False, alias="dryRun", description="Count only; change nothing."),
 ) -> DrainResult:
     """Remove the waiting and prioritized jobs (with ``delayed=true``, the delayed ones too)
     added before the call; running and finished jobs stay, and so do dead letters."""
     await existing_queue(ops, name)
-    return DrainResult(drained=await ops.queue(name).drain(delayed=delayed), delayed=delayed)
+    drained = await ops.queue(name).drain(delayed=delayed, dry_run=dry_run)
+    return DrainResult(drained=drained, delayed=delayed, dry_run=dry_run)
 
 
 def _health_queue(summary: QueueSummary) -> HealthQueue:
