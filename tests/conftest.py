@@ -116,3 +116,16 @@ async def wait_until(
 
 async def keys_of(raw: aioredis.Redis, prefix: str) -> set[str]:
     return {k async for k in raw.scan_iter(match=f"{prefix}:*", count=1000)}
+
+
+async def job_snapshot(raw: aioredis.Redis, queue: Queue, job_id: str) -> tuple[Any, ...]:
+    """What a change of job ``job_id`` would write: its hash, where it is, and the events
+    stream's length (a test compares it before and after a refused change)."""
+    k = queue.keys
+    return (
+        await raw.hgetall(k.job(job_id)),
+        await raw.zscore(k.delayed, job_id),
+        await raw.zscore(k.prioritized, job_id),
+        await raw.lrange(k.wait, 0, -1),
+        await raw.xlen(k.events),
+    )

@@ -20,6 +20,22 @@ async def events_of(raw: aioredis.Redis, queue: Queue, job_id: str) -> list[dict
     return [f for _, f in await raw.xrange(queue.keys.events) if f.get("jobId") == job_id]
 
 
+async def dead_letter(queue: Queue, dlq: Queue, make_worker: Any) -> Job:
+    """Dead-letter the one job of ``queue`` into ``dlq``; the dead letter."""
+
+    async def fail(j: Job) -> None:
+        raise RuntimeError("boom")
+
+    make_worker(fail, dead_letter_queue=dlq.name)
+
+    async def dead() -> bool:
+        return await dlq.get_dead_letter_count() == 1
+
+    await wait_until(dead)
+    (letter,) = await dlq.get_dead_letter_jobs()
+    return letter
+
+
 async def runs_in_order(queue: Queue, make_worker: Any, count: int) -> list[str]:
     """The ids of the jobs of ``queue`` in the order one worker slot runs them."""
     ran: list[str] = []
@@ -113,17 +129,7 @@ async def test_a_missing_job_or_a_dead_letter_is_refused(
 
     # A dead letter changes through a replay with data=, never in place
     job = await queue.add("n", {"v": 1})
-
-    async def fail(j: Job) -> None:
-        raise RuntimeError("boom")
-
-    make_worker(fail, dead_letter_queue=dlq.name)
-
-    async def dead() -> bool:
-        return await dlq.get_dead_letter_count() == 1
-
-    await wait_until(dead)
-    (letter,) = await dlq.get_dead_letter_jobs()
+    letter = await dead_letter(queue, dlq, make_worker)
     for change in (
         dlq.update_job_data(letter.id, {"v": 2}),
         dlq.change_job_priority(letter.id, 1),
@@ -380,16 +386,7 @@ async def test_drain_leaves_the_dead_letters_of_a_queue_that_holds_them(
     queue: Queue, dlq: Queue, make_worker: Any
 ) -> None:
     await queue.add("n", None)
-
-    async def fail(j: Job) -> None:
-        raise RuntimeError("boom")
-
-    make_worker(fail, dead_letter_queue=dlq.name)
-
-    async def dead() -> bool:
-        return await dlq.get_dead_letter_count() == 1
-
-    await wait_until(dead)
+    await dead_letter(queue, dlq, make_worker)
     await dlq.add("n", None)
 
     assert await dlq.drain(dry_run=True) == 1

@@ -3,13 +3,11 @@ delayed one."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
-from tests.conftest import wait_until
+from tests.conftest import job_snapshot, wait_until
 
 from .conftest import Invoke, MakeWorker, dead_letter, parsed
 
@@ -100,18 +98,6 @@ async def test_bad_input_is_refused_naming_what_is_wrong(
 # -- change -----------------------------------------------------------------------------------
 
 
-async def snapshot(raw: aioredis.Redis, queue: Queue, job_id: str) -> tuple[Any, ...]:
-    """What a change would write: the job's hash, where it is, and the events stream."""
-    k = queue.keys
-    return (
-        await raw.hgetall(k.job(job_id)),
-        await raw.zscore(k.delayed, job_id),
-        await raw.zscore(k.prioritized, job_id),
-        await raw.lrange(k.wait, 0, -1),
-        await raw.xlen(k.events),
-    )
-
-
 async def test_change_sets_data_priority_and_delay_at_once(
     queue: Queue, invoke: Invoke, raw: aioredis.Redis
 ) -> None:
@@ -166,20 +152,20 @@ async def test_change_refuses_bad_input_naming_it_and_writes_nothing(
     named: str,
 ) -> None:
     added = await queue.add("n", {"v": 1})
-    before = await snapshot(raw, queue, added.id)
+    before = await job_snapshot(raw, queue, added.id)
 
     result = await invoke("job", "change", "jobs", added.id, *args)
 
     assert result.exit_code == exit_code, result.output
     assert named in result.output and "Traceback" not in result.output
-    assert await snapshot(raw, queue, added.id) == before
+    assert await job_snapshot(raw, queue, added.id) == before
 
 
 async def test_change_of_a_missing_job_a_missing_queue_or_a_dead_letter_fails(
     queue: Queue, dlq: Queue, invoke: Invoke, make_worker: MakeWorker, raw: aioredis.Redis
 ) -> None:
     (letter,) = await dead_letter(queue, make_worker, ("charge", {"n": 1}))
-    before = await snapshot(raw, dlq, letter)
+    before = await job_snapshot(raw, dlq, letter)
 
     no_job = await invoke("job", "change", "jobs", "nope", "--priority", "1")
     no_queue = await invoke("job", "change", "nope", "1", "--priority", "1")
@@ -189,4 +175,4 @@ async def test_change_of_a_missing_job_a_missing_queue_or_a_dead_letter_fails(
     assert no_queue.exit_code == 1 and "no queue 'nope'" in no_queue.output
     assert a_dead_letter.exit_code == 1 and letter in a_dead_letter.output
     assert not await raw.exists(queue.keys.job("nope"))
-    assert await snapshot(raw, dlq, letter) == before
+    assert await job_snapshot(raw, dlq, letter) == before

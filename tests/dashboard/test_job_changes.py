@@ -5,31 +5,19 @@ from __future__ import annotations
 
 import html
 import time
-from typing import Any
 
 import httpx
 import pytest
 import redis.asyncio as aioredis
 
 from lazarus import Queue
+from tests.conftest import job_snapshot
 
 from .conftest import MakeWorker, csrf_of, dead_letter
 
 
 def page_of(job_id: str, queue: str = "jobs") -> str:
     return f"/dashboard/queues/{queue}/jobs/{job_id}"
-
-
-async def snapshot(raw: aioredis.Redis, queue: Queue, job_id: str) -> tuple[Any, ...]:
-    """What a change would write: the job's hash, where it is, and the events stream."""
-    k = queue.keys
-    return (
-        await raw.hgetall(k.job(job_id)),
-        await raw.zscore(k.delayed, job_id),
-        await raw.zscore(k.prioritized, job_id),
-        await raw.lrange(k.wait, 0, -1),
-        await raw.xlen(k.events),
-    )
 
 
 async def change(client: httpx.AsyncClient, job_id: str, **form: str) -> httpx.Response:
@@ -113,21 +101,21 @@ async def test_bad_input_is_an_error_notice_and_writes_nothing(
 ) -> None:
     await queue.pause()
     added = await queue.add("n", {"v": 1})
-    before = await snapshot(raw, queue, added.id)
+    before = await job_snapshot(raw, queue, added.id)
 
     shown = await change(client, added.id, **form)
 
     assert "flash-error" in shown.text
     assert "Nothing was changed: " in html.unescape(shown.text)
     assert says in html.unescape(shown.text)
-    assert await snapshot(raw, queue, added.id) == before
+    assert await job_snapshot(raw, queue, added.id) == before
 
 
 async def test_a_missing_job_is_an_error_notice_and_a_form_without_csrf_is_refused(
     client: httpx.AsyncClient, queue: Queue, raw: aioredis.Redis
 ) -> None:
     added = await queue.add("n", None)
-    before = await snapshot(raw, queue, added.id)
+    before = await job_snapshot(raw, queue, added.id)
     token = await csrf_of(client, page_of(added.id))
 
     gone = await client.post(f"{page_of('nope')}/change", data={"csrf": token, "priority": "1"})
@@ -141,4 +129,4 @@ async def test_a_missing_job_is_an_error_notice_and_a_form_without_csrf_is_refus
     assert forged.status_code == 403 and "CSRF token is missing or wrong" in forged.text
     assert no_queue.status_code == 404
     assert not await raw.exists(queue.keys.job("nope"))
-    assert await snapshot(raw, queue, added.id) == before
+    assert await job_snapshot(raw, queue, added.id) == before

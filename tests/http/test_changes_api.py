@@ -3,27 +3,14 @@ POST /api/queues/{name}/drain."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import pytest
 import redis.asyncio as aioredis
 
 from lazarus import Queue
+from tests.conftest import job_snapshot
 
 from .conftest import DLQ, MakeWorker, dead_letter, job
-
-
-async def snapshot(raw: aioredis.Redis, queue: Queue, job_id: str) -> tuple[Any, ...]:
-    """What a change would write: the job's hash, where it is, and the events stream."""
-    k = queue.keys
-    return (
-        await raw.hgetall(k.job(job_id)),
-        await raw.zscore(k.delayed, job_id),
-        await raw.zscore(k.prioritized, job_id),
-        await raw.lrange(k.wait, 0, -1),
-        await raw.xlen(k.events),
-    )
 
 
 async def test_data_priority_and_delay_change_at_once_and_the_answer_is_the_job(
@@ -108,7 +95,7 @@ async def test_a_bad_body_is_a_422_naming_the_field_and_writes_nothing(
     says: str,
 ) -> None:
     added = await queue.add("n", {"v": 1}, delay=60_000)
-    before = await snapshot(raw, queue, added.id)
+    before = await job_snapshot(raw, queue, added.id)
 
     response = await client.patch(
         f"/api/queues/jobs/jobs/{added.id}",
@@ -120,14 +107,14 @@ async def test_a_bad_body_is_a_422_naming_the_field_and_writes_nothing(
     error = response.json()["error"]
     assert (error["code"], error["field"]) == ("invalid_parameter", field)
     assert says in error["message"]
-    assert await snapshot(raw, queue, added.id) == before
+    assert await job_snapshot(raw, queue, added.id) == before
 
 
 async def test_a_delay_for_a_job_that_is_not_delayed_is_a_409_and_changes_nothing(
     client: httpx.AsyncClient, queue: Queue, raw: aioredis.Redis
 ) -> None:
     added = await queue.add("n", {"v": 1})
-    before = await snapshot(raw, queue, added.id)
+    before = await job_snapshot(raw, queue, added.id)
 
     response = await client.patch(
         f"/api/queues/jobs/jobs/{added.id}", json={"data": "new", "priority": 1, "delay": 5}
@@ -136,7 +123,7 @@ async def test_a_delay_for_a_job_that_is_not_delayed_is_a_409_and_changes_nothin
     assert response.status_code == 409, response.text
     assert response.json()["error"]["code"] == "job_state_conflict"
     assert "only a delayed job's delay changes" in response.json()["error"]["message"]
-    assert await snapshot(raw, queue, added.id) == before
+    assert await job_snapshot(raw, queue, added.id) == before
 
 
 async def test_a_dead_letter_is_a_409_and_stays_as_it_was(
@@ -147,20 +134,20 @@ async def test_a_dead_letter_is_a_409_and_stays_as_it_was(
     raw: aioredis.Redis,
 ) -> None:
     (letter,) = await dead_letter(make_worker, queue, [job("n", "a")])
-    before = await snapshot(raw, dlq, letter)
+    before = await job_snapshot(raw, dlq, letter)
 
     response = await client.patch(f"/api/queues/{DLQ}/jobs/{letter}", json={"data": {"x": 1}})
 
     assert response.status_code == 409, response.text
     assert response.json()["error"]["code"] == "job_state_conflict"
-    assert await snapshot(raw, dlq, letter) == before
+    assert await job_snapshot(raw, dlq, letter) == before
 
 
 async def test_a_missing_job_or_queue_is_a_404_and_the_token_is_required(
     client: httpx.AsyncClient, anonymous: httpx.AsyncClient, queue: Queue, raw: aioredis.Redis
 ) -> None:
     added = await queue.add("n", {"v": 1})
-    before = await snapshot(raw, queue, added.id)
+    before = await job_snapshot(raw, queue, added.id)
 
     no_job = await client.patch("/api/queues/jobs/jobs/nope", json={"priority": 1})
     no_queue = await client.patch(f"/api/queues/nope/jobs/{added.id}", json={"priority": 1})
@@ -170,7 +157,7 @@ async def test_a_missing_job_or_queue_is_a_404_and_the_token_is_required(
     assert no_queue.status_code == 404 and "no queue 'nope'" in no_queue.text
     assert refused.status_code == 401
     assert not await raw.exists(queue.keys.job("nope"))
-    assert await snapshot(raw, queue, added.id) == before
+    assert await job_snapshot(raw, queue, added.id) == before
 
 
 # -- drain ------------------------------------------------------------------------------------
