@@ -1,5 +1,5 @@
-"""``lazarus queue``: act on a whole queue by hand — drain it of the jobs that wait to run.
-(``lazarus queues`` lists them.)"""
+"""``lazarus queue``: act on a whole queue by hand — drain it of the jobs that wait to run,
+cap how many of its jobs run at once. (``lazarus queues`` lists them.)"""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from .._limiter import MAX_CONCURRENCY
 from ..operators import Operators
 from . import _render
 from ._options import JSON_OPTION, QUEUE_ARGUMENT, confirm, emit_json, open_queue, run
@@ -21,6 +22,7 @@ def queue() -> None:
     Examples:
       lazarus queue drain payments --dry-run
       lazarus queue drain payments --delayed --yes
+      lazarus queue concurrency payments 20
     """
 
 
@@ -73,3 +75,41 @@ def drain(
         out.print(f"drained {_jobs(report['drained'])} from {queue_name!r}")
     else:
         out.print("nothing to drain")
+
+
+@queue.command()
+@QUEUE_ARGUMENT
+@click.argument("limit", required=False, type=click.IntRange(1, MAX_CONCURRENCY))
+@click.option("--remove", is_flag=True, help="Remove the cap.")
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def concurrency(
+    queue_name: str, limit: int | None, remove: bool, as_json: bool, redis_url: str, prefix: str
+) -> None:
+    """Show QUEUE's global concurrency, set it to LIMIT, or --remove it: at most LIMIT of its
+    jobs active at once, across every worker (`Queue.set_global_concurrency`).
+
+    \b
+    Examples:
+      lazarus queue concurrency payments
+      lazarus queue concurrency payments 20
+      lazarus queue concurrency payments --remove
+    """
+    if remove and limit is not None:
+        raise click.UsageError("give LIMIT or --remove, not both")
+
+    async def work(ops: Operators) -> int | None:
+        queue = await open_queue(ops, queue_name)
+        if remove:
+            await queue.remove_global_concurrency()
+        elif limit is not None:
+            await queue.set_global_concurrency(limit)
+        return await queue.get_global_concurrency()
+
+    cap = run(redis_url, prefix, work)
+    if as_json:
+        emit_json({"queue": queue_name, "concurrency": cap})
+        return
+    said = f"at most {cap} active jobs" if cap is not None else "no global concurrency"
+    _render.console().print(f"{queue_name!r}: {said}")
