@@ -135,15 +135,11 @@ class JobChangesMixin:
         finished job keeps it for when it is next ready (its delay ends; it is retried).
         Raises ``JobNotFoundError``, or ``JobStateError`` for a dead letter. Records
         ``changed`` (``fields`` = ``priority``)."""
-        if priority is None:
-            raise TypeError("priority must be an int, not NoneType")
-        return await self.change_job(job_id, priority=priority)
+        return await self.change_job(job_id, priority=priority_value(priority))
 
     async def change_job_delay(self, job_id: str, delay: int) -> None:
         """Make delayed job ``job_id`` due ``delay`` ms from now (0: due now, for the next
         worker to take). Raises ``JobNotFoundError``, or ``JobStateError`` when the job is
         not delayed. Records ``changed`` (``fields`` = ``delay``), then ``delayed`` with the
         new due time."""
-        if delay is None:
-            raise TypeError("delay must be an int, not NoneType")
-        await self.change_job(job_id, delay=delay)
+        await self.change_job(job_id, delay=delay_value(delay))
