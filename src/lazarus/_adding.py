@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _codec, _scripts, _tracing
@@ -16,7 +17,7 @@ from ._dedup import NO_DEDUPLICATION, Deduplication
 from ._keys import QueueKeys, has_lone_surrogate, new_id, validate_job_id
 from .errors import ErrorCode
 from .job import Job
-from .job_options import MAX_JOB_NAME_LENGTH, JobOptions
+from .job_options import MAX_JOB_NAME_LENGTH, Delay, JobOptions, resolve_delay
 from .schema import PayloadSchema
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ BULK_BYTES = 1024 * 1024
 BULK_IN_FLIGHT = 8
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
-    "remove_on_complete", "remove_on_fail", "timeout", "deduplication", "on_exhaustion",
+    "remove_on_complete", "remove_on_fail", "timeout", "deduplication", "on_exhaustion", "run_at",
 }  # fmt: skip
 
 
@@ -71,8 +72,10 @@ class QueueAddingMixin:
         job_id = options.get("job_id")
         job_id = new_id() if job_id is None else validate_job_id(job_id)
         dedup = Deduplication.parse(options.get("deduplication"))
+        if options.get("run_at") is not None or isinstance(options.get("delay"), timedelta):
+            options = resolve_delay(options, now_ms())
         opts, opts_json = self._options(
-            {k: v for k, v in options.items() if k not in ("job_id", "deduplication")}
+            {k: v for k, v in options.items() if k not in ("job_id", "deduplication", "run_at")}
         )
         if self.schema is not None:
             data = self.schema.stored(data)
@@ -106,7 +109,8 @@ class QueueAddingMixin:
         job_id: str | None = None,
         attempts: int = 1,
         backoff: Any = None,
-        delay: int = 0,
+        delay: Delay = 0,
+        run_at: datetime | None = None,
         priority: int = 0,
         remove_on_complete: Any = False,
         remove_on_fail: Any = False,
@@ -118,22 +122,23 @@ class QueueAddingMixin:
         """Add one job and return it.
 
         ``data`` is any JSON value. ``attempts`` counts the first run; ``backoff`` is
-        ``{"type": "fixed" | "exponential", "delay": ms}``; ``delay`` (ms) postpones the first
-        run; ``priority`` 1 is the highest (0, the default, means none: such jobs run first,
-        in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take ``True``, a count to
-        keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails an attempt that runs
-        longer with :class:`~lazarus.JobTimeoutError` (by default the worker's
-        ``job_timeout``, if any); ``on_exhaustion`` (``dead_letter``, ``fail`` or
+        ``{"type": "fixed" | "exponential", "delay": ms}``; ``delay`` (ms, or a ``timedelta``)
+        postpones the first run, or ``run_at`` (a timezone-aware ``datetime``; one past runs
+        now) says when it is due; ``priority`` 1 is the highest (0, the default, means none:
+        such jobs run first, in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take
+        ``True``, a count to keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails
+        an attempt that runs longer with :class:`~lazarus.JobTimeoutError` (by default the
+        worker's ``job_timeout``, if any); ``on_exhaustion`` (``dead_letter``, ``fail`` or
         ``discard``) says what a terminal failure does. Adding a ``job_id`` that exists
-        returns the existing job and writes nothing. ``deduplication={"id": key}`` adds nothing
-        while another job holding ``key`` has not completed or failed, and returns that job;
-        ``{"id": key, "ttl": ms}`` holds ``key`` for ``ttl`` ms from the add instead.
+        returns the existing job and writes nothing. ``deduplication={"id": key}`` adds
+        nothing while another job holding ``key`` has not completed or failed, and returns
+        that job; ``{"id": key, "ttl": ms}`` holds ``key`` for ``ttl`` ms from the add instead.
         ``repeat={"every": ms}`` or ``{"pattern": cron, "tz": zone}`` adds a schedule instead
         and returns its first occurrence (see docs/repeatable-jobs.md).
         """
         options = {
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
-            "priority": priority, "remove_on_complete": remove_on_complete,
+            "run_at": run_at, "priority": priority, "remove_on_complete": remove_on_complete,
             "remove_on_fail": remove_on_fail, "timeout": timeout, "deduplication": deduplication,
             "on_exhaustion": on_exhaustion,
         }  # fmt: skip

@@ -25,7 +25,7 @@ from ._connection import now_ms, reports_unavailable
 from ._keys import QueueKeys, validate_job_id
 from ._scripts.wait_search import call_searching_wait
 from .errors import ErrorCode, JobStateError, error_for_code
-from .job_options import MAX_DURATION_MS, MAX_PRIORITY
+from .job_options import MAX_PRIORITY, Delay, delay_ms
 
 if TYPE_CHECKING:
     from ._progress import JobHandle
@@ -45,10 +45,6 @@ def data_value(data: Any, max_bytes: int, schema: PayloadSchema | None) -> str:
 
 def priority_value(priority: object) -> int:
     return check_int(priority, "priority", minimum=0, maximum=MAX_PRIORITY)
-
-
-def delay_value(delay: object) -> int:
-    return check_int(delay, "delay", minimum=0, maximum=MAX_DURATION_MS)
 
 
 async def change_job(
@@ -101,7 +97,7 @@ class JobChangesMixin:
         *,
         data: Any = KEEP,
         priority: int | None = None,
-        delay: int | None = None,
+        delay: Delay | None = None,
     ) -> JobState:
         """Change any of the data, priority and delay of job ``job_id`` at once, all or
         none; returns its state after. Each as :meth:`update_job_data`,
@@ -116,7 +112,7 @@ class JobChangesMixin:
             job_id,
             text,
             None if priority is None else priority_value(priority),
-            None if delay is None else delay_value(delay),
+            None if delay is None else delay_ms(delay),
         )
 
     async def update_job_data(self, job_id: str, data: Any) -> None:
@@ -137,9 +133,9 @@ class JobChangesMixin:
         ``changed`` (``fields`` = ``priority``)."""
         return await self.change_job(job_id, priority=priority_value(priority))
 
-    async def change_job_delay(self, job_id: str, delay: int) -> None:
-        """Make delayed job ``job_id`` due ``delay`` ms from now (0: due now, for the next
-        worker to take). Raises ``JobNotFoundError``, or ``JobStateError`` when the job is
-        not delayed. Records ``changed`` (``fields`` = ``delay``), then ``delayed`` with the
-        new due time."""
-        await self.change_job(job_id, delay=delay_value(delay))
+    async def change_job_delay(self, job_id: str, delay: Delay) -> None:
+        """Make delayed job ``job_id`` due ``delay`` ms (or a ``timedelta``) from now (0: due
+        now, for the next worker to take). Raises ``JobNotFoundError``, or ``JobStateError``
+        when the job is not delayed. Records ``changed`` (``fields`` = ``delay``), then
+        ``delayed`` with the new due time."""
+        await self.change_job(job_id, delay=delay_ms(delay))

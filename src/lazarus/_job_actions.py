@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _codec
-from ._changing import change_job, data_value, delay_value, priority_value
+from ._changing import change_job, data_value, priority_value
 from ._progress import DEFAULT_KEEP_LOGS, JobHandle
+from .job_options import Delay, delay_ms
 
 if TYPE_CHECKING:
     from .events import QueueEvents
@@ -61,9 +62,10 @@ class JobActions:
         """Give the job a new priority (``queue.change_job_priority``); returns its state."""
         return await change_job(self._bound(), self.id, priority=priority_value(priority))
 
-    async def change_delay(self, delay: int) -> None:
-        """Make the delayed job due ``delay`` ms from now (``queue.change_job_delay``)."""
-        await change_job(self._bound(), self.id, delay=delay_value(delay))
+    async def change_delay(self, delay: Delay) -> None:
+        """Make the delayed job due ``delay`` ms (or a ``timedelta``) from now
+        (``queue.change_job_delay``)."""
+        await change_job(self._bound(), self.id, delay=delay_ms(delay))
 
     async def wait_until_finished(
         self, queue_events: QueueEvents | None = None, *, timeout: float | None = None

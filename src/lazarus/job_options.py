@@ -6,6 +6,7 @@ anything is written, and every error names the offending field.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import json
 import random
@@ -29,6 +30,51 @@ MAX_COUNT = 2**53  # a count to keep: every one of them is exact as a Lua number
 # and shown on every surface. The HTTP API filters by names of up to this length.
 MAX_JOB_NAME_LENGTH = 1_000
 _BACKOFF_TYPES = ("fixed", "exponential")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MS = datetime.timedelta(milliseconds=1)
+
+Delay = int | datetime.timedelta
+"""A wait: milliseconds, or a :class:`~datetime.timedelta` (rounded up to the millisecond)."""
+
+
+def delay_ms(delay: object, field: str = "delay") -> int:
+    """``delay`` (an int of milliseconds or a timedelta, rounded up to the millisecond) in
+    milliseconds, from 0 to :data:`MAX_DURATION_MS`; else an error naming ``field``."""
+    if isinstance(delay, datetime.timedelta):
+        if delay < datetime.timedelta(0):
+            raise ValueError(f"{field} must not be negative, got {delay}")
+        delay = -(-delay // datetime.timedelta(microseconds=1) // 1000)  # ceiling
+    return check_int(delay, field, minimum=0, maximum=MAX_DURATION_MS)
+
+
+def run_at_delay(run_at: object, now: int) -> int:
+    """The delay in milliseconds from ``now`` (ms since the epoch) to ``run_at``, a
+    timezone-aware datetime; 0 when it has passed."""
+    if not isinstance(run_at, datetime.datetime):
+        raise TypeError(f"run_at must be a datetime, not {type(run_at).__name__}")
+    if run_at.utcoffset() is None:
+        raise ValueError(
+            f"run_at must be timezone-aware, got the naive {run_at.isoformat()} (which names "
+            "no moment): give it a tzinfo, e.g. datetime.now(timezone.utc) + timedelta(hours=1)"
+        )
+    wait = max(-(-(run_at - _EPOCH) // _MS) - now, 0)
+    if wait > MAX_DURATION_MS:
+        raise ValueError(f"run_at must be at most {MAX_DURATION_MS} ms away, got {run_at}")
+    return wait
+
+
+def resolve_delay(options: Mapping[str, Any], now: int) -> dict[str, Any]:
+    """``options`` of an add with its ``delay`` in milliseconds: from a timedelta, or from
+    ``run_at`` (which then leaves them); a ``run_at`` beside a ``delay`` raises."""
+    out = dict(options)
+    run_at = out.pop("run_at", None)
+    if run_at is None:
+        out["delay"] = delay_ms(out.get("delay", 0))
+    elif out.get("delay"):
+        raise ValueError("give delay or run_at, not both")
+    else:
+        out["delay"] = run_at_delay(run_at, now)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
