@@ -5,6 +5,7 @@ change_priority and change_delay."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -119,6 +120,34 @@ async def test_bad_data_names_the_field_and_writes_nothing(
     finally:
         await checked.close()
         await small.close()
+
+
+async def test_a_processor_checkpoint_keeps_to_the_worker_schema(
+    queue: Queue, make_worker: Any, raw: aioredis.Redis
+) -> None:
+    class Order(pydantic.BaseModel):
+        id: int
+        step: int = 0
+
+    refusals: list[str] = []
+
+    async def checkpoint(job: Job, order: Order) -> None:
+        try:
+            await job.update_data({"id": order.id, "step": "halfway"})
+        except ValueError as exc:
+            refusals.append(str(exc))
+        await job.update_data(Order(id=order.id, step=order.step + 1))
+
+    job = await queue.add("n", {"id": 7})
+    make_worker(checkpoint, schema=Order)
+
+    async def completed() -> bool:
+        return await queue.get_job_state(job.id) == "completed"
+
+    await wait_until(completed)
+    assert len(refusals) == 1 and "data.step" in refusals[0]
+    # The model went in its JSON form, as add stores one.
+    assert json.loads(await raw.hget(queue.keys.job(job.id), "data")) == {"id": 7, "step": 1}
 
 
 async def test_a_missing_job_or_a_dead_letter_is_refused(

@@ -29,6 +29,7 @@ from ._repeat import produce_next
 from ._supervision import Incident
 from .errors import JobNotFoundError, JobTimeoutError, LockLostError
 from .job import Job
+from .schema import PayloadSchema
 
 log = logging.getLogger("lazarus.worker")
 
@@ -53,6 +54,7 @@ class SlotRunner:
     # several queues turns it off where the next job must be chosen across its queues.
     fetch_next: bool = True
     claim_ahead: bool = True  # see _ahead
+    schema: PayloadSchema | None = None  # the worker's: a job's update_data checks with it
 
     @functools.cached_property
     def holds(self) -> Holds:
@@ -62,7 +64,7 @@ class SlotRunner:
     @functools.cached_property
     def handle(self) -> JobHandle:
         """What the jobs this worker runs use to report progress and logs."""
-        return JobHandle(self.ctx.client, self.ctx.keys, self.ctx.max_events)
+        return JobHandle(self.ctx.client, self.ctx.keys, self.ctx.max_events, schema=self.schema)
 
     def unhold(self, claimed: ClaimedJob) -> None:
         """Stop renewing the lease of ``claimed``: only under its own token, for the same job

@@ -135,8 +135,11 @@ class Worker:
         self.backoff_strategy = backoff_strategy
         self.limiter = RateLimit.parse(limiter)
         self.processes = check_processes(processes, processor)
-        if schema is not None:  # the processor is called as processor(job, parsed payload)
-            processor = with_payload(processor, PayloadSchema(schema))
+        # The processor is called as processor(job, parsed payload); a job's update_data
+        # checks its new payload with the same schema.
+        payload_schema = None if schema is None else PayloadSchema(schema)
+        if payload_schema is not None:
+            processor = with_payload(processor, payload_schema)
         names = queue_names(queue_name)
         self.queue_name, self.queue_names = names[0], tuple(names)
         self.keys = QueueKeys(validate_name(prefix, "prefix"), self.queue_name)
@@ -189,7 +192,7 @@ class Worker:
         self._slots = SlotRunner(
             self._ctx, processor, self.name, self.job_timeout, self._held, self._emit,
             self._report_error, lambda: self._closing, Incident(log, f"{where}: recording"),
-            claim_ahead=claim_ahead,
+            claim_ahead=claim_ahead, schema=payload_schema,
         )  # fmt: skip
         self._lanes = make_lanes(self, names, check_weights(weights, names))
         self._run_task: asyncio.Task[None] | None = None
