@@ -34,6 +34,7 @@ def test_public_api_is_exactly_these_names() -> None:
         "NotADeadLetterError",
         "Queue",
         "QueueEvents",
+        "QueueMetrics",
         "RateLimit",
         "RateLimitError",
         "RedisUnavailableError",

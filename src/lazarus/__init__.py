@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._limiter import RateLimit
 from ._progress import JobLogs
 from ._repeat import RepeatableJob
+from ._throughput import QueueMetrics
 from .dead_letter import (
     DeadLetterCounters,
     DeadLetterFilter,
@@ -73,6 +74,7 @@ __all__ = [
     "NotADeadLetterError",
     "Queue",
     "QueueEvents",
+    "QueueMetrics",
     "RateLimit",
     "RateLimitError",
     "RedisUnavailableError",

@@ -30,6 +30,8 @@ Cluster slot (a name that opens with a tag of its own, ``{payments}-dlq``, is us
     <prefix>:{<queue>}:repeat       ZSET   the keys of the queue's schedules, score = next due (ms)
     <prefix>:{<queue>}:repeat:<key> HASH   one schedule: its job template, times and count
     <prefix>:{<queue>}:limiter      STRING jobs started in the rate limit's window (PX = its end)
+    <prefix>:{<queue>}:metrics      HASH   jobs completed / failed for good, per minute and in
+                                           all (includes/metrics.lua)
     <prefix>:{<queue>}:logs:<id>    LIST   one job's log lines, oldest first
     <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
     <prefix>:{<queue>}:dl:retention STRING the retention policy (JSON)
@@ -333,6 +335,12 @@ class QueueKeys:
     def limiter(self) -> str:
         """The count of the rate limit's current window (built in Lua too, from ``meta``)."""
         return self.base + "limiter"
+
+    @property
+    def metrics(self) -> str:
+        """Jobs completed and failed for good, per minute and in all (built in Lua too, from
+        ``meta``: ``includes/metrics.lua``)."""
+        return self.base + "metrics"
 
     def logs(self, job_id: str) -> str:
         """A job's log lines (built in Lua too, from the job's key: ``includes/job_logs.lua``)."""

@@ -41,6 +41,7 @@ from ._reading import QueueReadingMixin
 from ._repeat import RepeatMixin
 from ._scripts import CALL_BUDGET_US
 from ._scripts.wait_search import call_searching_wait
+from ._throughput import ThroughputMixin
 from .dead_letter import DeadLetterMixin
 from .dead_letter.lifecycle import settle_replay
 from .errors import RedisUnavailableError, error_for_code
@@ -63,6 +64,7 @@ class Queue(
     JobLogsMixin,
     RateLimitMixin,
     RepeatMixin,
+    ThroughputMixin,
 ):
     """A named queue of jobs in Redis.
 

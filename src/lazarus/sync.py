@@ -196,6 +196,7 @@ class Queue(_Shell[_AsyncQueue]):
     set_global_concurrency = _blocking(_AsyncQueue.set_global_concurrency)
     remove_global_concurrency = _blocking(_AsyncQueue.remove_global_concurrency)
     get_global_concurrency = _blocking(_AsyncQueue.get_global_concurrency)
+    get_metrics = _blocking(_AsyncQueue.get_metrics)
     get_repeatable_jobs = _blocking(_AsyncQueue.get_repeatable_jobs)
     remove_repeatable = _blocking(_AsyncQueue.remove_repeatable)
     remove_repeatable_by_key = _blocking(_AsyncQueue.remove_repeatable_by_key)

@@ -60,6 +60,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/queues/{name}/promote"): OP,
     ("PATCH", "/api/queues/{name}/jobs/{id}"): OP,
     ("GET", "/api/queues/{name}/workers"): V,
+    ("GET", "/api/queues/{name}/metrics"): V,
     # seed 003's API over the record, and the webhook delivery log
     ("GET", "/api/v1/dead-letter"): V,
     ("GET", "/api/v1/dead-letter/stats"): V,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
@@ -55,6 +57,11 @@ async def test_metrics_expose_job_counts_dead_letters_and_counters(
     assert values[key("lazarus_replayed_total", queue=DLQ)] == 1
     assert values[key("lazarus_purged_total", queue=DLQ)] == 1
     assert values[key("lazarus_queue_paused", queue="jobs")] == 0
+    # The outcomes of each queue's jobs: its three dead-lettered ones failed for good
+    assert values[key("lazarus_jobs_failed_total", queue="jobs")] == 3
+    assert values[key("lazarus_jobs_failed_total", queue="other")] == 1
+    assert values[key("lazarus_jobs_completed_total", queue="jobs")] == 0
+    assert values[key("lazarus_jobs_failed_total", queue=DLQ)] == 0
 
 
 async def test_oldest_dead_letter_age_is_measured_from_the_oldest_dead_letter(
@@ -88,3 +95,29 @@ async def test_each_app_has_its_own_registry(
     # Then each renders on its own (no duplicate registration in a shared registry)
     assert [r.status_code for r in responses] == [200] * 4
     assert app.state.metrics_exporter.registry is not second.state.metrics_exporter.registry
+
+
+async def test_a_queue_s_throughput_per_minute(
+    client: httpx.AsyncClient, seeded: dict[str, str]
+) -> None:
+    # Given three jobs of "jobs" dead-lettered (failed for good), none completed
+    response = await client.get("/api/queues/jobs/metrics", params={"minutes": 5})
+
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["completed"], body["failed"]) == (0, 3)
+    assert [m["count"] for m in body["completedPerMinute"]] == [0] * 5
+    assert sum(m["count"] for m in body["failedPerMinute"]) == 3
+    starts = [m["at"] for m in body["failedPerMinute"]]
+    assert starts == sorted(starts) and starts[-1] <= now_ms() < starts[-1] + 60_000
+    assert all(b - a == 60_000 for a, b in itertools.pairwise(starts))
+
+
+async def test_throughput_refuses_bad_minutes_and_unknown_queues(
+    client: httpx.AsyncClient, seeded: dict[str, str]
+) -> None:
+    for minutes in ("0", "121", "x"):
+        response = await client.get("/api/queues/jobs/metrics", params={"minutes": minutes})
+        assert response.status_code == 422
+        assert "minutes" in response.text
+    assert (await client.get("/api/queues/nope/metrics")).status_code == 404

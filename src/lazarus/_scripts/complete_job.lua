@@ -81,6 +81,7 @@ else
   retain(KEYS[12], q.job_prefix, tonumber(ARGV[5]), tonumber(ARGV[6]), now)
 end
 emit(q.events, maxlen, 'completed', 'jobId', id, 'returnvalue', ARGV[4])
+metrics_count(q, 'c', now)
 local job = false
 if ARGV[9] == '1' then
   promote_delayed(q, now, maxlen)

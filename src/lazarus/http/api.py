@@ -46,6 +46,7 @@ from . import (
     metrics,
     queues,
     retry,
+    throughput,
     upkeep,
     workers,
 )
@@ -62,6 +63,7 @@ router.include_router(queues.router)
 router.include_router(retry.router)
 router.include_router(changes.router)
 router.include_router(workers.router)
+router.include_router(throughput.router)
 router.include_router(queues.health_router)
 router.include_router(metrics.router)
 router.include_router(audit.router)

@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from .._connection import now_ms
+from .._throughput import QueueMetrics
 from ..dead_letter import DeadLetterCounters, DeadLetterHealth
 from ..operators import Operators, QueueSummary
 from ._deps import ERRORS, Ops
@@ -34,6 +35,7 @@ class Snapshot:
     counters: dict[str, DeadLetterCounters]
     taken_at: int
     health: dict[str, DeadLetterHealth] = dataclasses.field(default_factory=dict)
+    throughput: dict[str, QueueMetrics] = dataclasses.field(default_factory=dict)
 
 
 async def take_snapshot(ops: Operators) -> Snapshot:
@@ -42,7 +44,12 @@ async def take_snapshot(ops: Operators) -> Snapshot:
     dlqs = [s.name for s in summaries if s.is_dead_letter_queue]
     counters = await asyncio.gather(*(ops.queue(n).get_dead_letter_counters() for n in dlqs))
     health = await asyncio.gather(*(ops.queue(n).get_dead_letter_health() for n in dlqs))
-    return Snapshot(summaries, dict(zip(dlqs, counters)), now_ms(), dict(zip(dlqs, health)))
+    names = [s.name for s in summaries]
+    throughput = await asyncio.gather(*(ops.queue(n).get_metrics(1) for n in names))
+    return Snapshot(
+        summaries, dict(zip(dlqs, counters)), now_ms(), dict(zip(dlqs, health)),
+        dict(zip(names, throughput)),
+    )  # fmt: skip
 
 
 class LazarusCollector(Collector):
@@ -99,7 +106,18 @@ class LazarusCollector(Collector):
                 dead.add_metric([name, source, reason], count)
             replayed.add_metric([name], c.replayed)
             purged.add_metric([name], c.purged)
-        return [dead, replayed, purged]
+        completed = CounterMetricFamily(
+            "lazarus_jobs_completed", "Jobs that completed.", labels=["queue"]
+        )
+        failed = CounterMetricFamily(
+            "lazarus_jobs_failed",
+            "Jobs that failed for good (into failed, a dead letter queue, or discarded).",
+            labels=["queue"],
+        )
+        for name, m in sorted(snap.throughput.items()):
+            completed.add_metric([name], m.completed)
+            failed.add_metric([name], m.failed)
+        return [dead, replayed, purged, completed, failed]
 
 
 # Gauges of each dead letter queue's health (lazarus.redrive.alerts names them in its rules).

@@ -1,4 +1,5 @@
 -- @include store
+-- @include metrics
 -- @include dedup
 -- @include job_logs
 -- count_dead_letter(meta, now, reason, source_name): keep the dead letter queue's counters in
@@ -100,6 +101,7 @@ end
 -- still waits for it goes back into that dead letter instead (return_to_record). Returns the
 -- id of the dead letter that holds the job now.
 local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
+  metrics_count(src, 'f', now)
   local rec_key, rec_id = replay_record(src, id, dlq, dlq_name)
   local held = rec_key and return_to_record(src, id, dlq, rec_key, rec_id, now, reason,
     source_name, dlq_name, maxlen)
@@ -144,6 +146,7 @@ end
 -- for good (its on_exhaustion is discard), with what it held: its logs and its deduplication
 -- id; its event is discarded instead of failed.
 local function discard_terminal(src, id, reason, made, now, maxlen)
+  metrics_count(src, 'f', now)
   dedup_release(src.job_prefix, id, true)
   drop_job(src.job_prefix .. id, now)
   emit(src.events, maxlen, 'discarded', 'jobId', id, 'failedReason', reason, 'attemptsMade', made)
@@ -152,6 +155,7 @@ end
 -- fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen): move the
 -- (already released) job `id` to the failed set and apply its retention policy.
 local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
+  metrics_count(src, 'f', now)
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade', 'timestamp')
   dedup_release(src.job_prefix, id, true)

@@ -1,4 +1,5 @@
 -- @include job_logs
+-- @include metrics
 -- @include json_append
 -- release(src, id, token): check that `token` owns active job `id` and release its lease.
 -- Returns 0 and the job's attemptsMade, deid and timestamp fields as read (false when absent),

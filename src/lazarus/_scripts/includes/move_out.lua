@@ -1,4 +1,5 @@
 -- @include dedup
+-- @include metrics
 -- @include job_logs
 -- The first step of a move across Redis Cluster slots (docs/redis-cluster.md): the job leaves
 -- its queue, and the move is recorded in the queue's own slot, in the HASH
@@ -16,6 +17,7 @@
 -- it is a replay of when it came from dlq_name (the target decides if that one still waits
 -- for it; if not, the job becomes dl_id, as on one slot).
 local function move_out(src, id, moves, dl_id, now, reason, source_name, dlq_name, maxlen)
+  metrics_count(src, 'f', now)
   local key = src.job_prefix .. id
   local flat = redis.call('HGETALL', key)
   local fields = {}
