@@ -15,7 +15,7 @@ import pytest
 from lazarus import JobNotFoundError, JobStateError, Queue
 
 from .audit import all_dead_letters
-from .harness import Scenario
+from .harness import Scenario, Server
 from .jobs import HUNG, JobSpec, job_mix, produce
 from .pool import RunLog
 from .report import Findings
@@ -55,7 +55,24 @@ async def test_worker_sigkill_storm(scenario: Scenario, ms: tuple[int, int]) -> 
     findings = Findings(title, len(specs), f"{pool.killed} SIGKILLs of 4 workers, 1 per 250 ms")
     await scenario.audit(findings, server, name, specs, healthy=None)
     findings.notes.append(f"drained within 45 s of the storm: {drained}")
+    await check_throughput(scenario, findings, server, queue)
     await scenario.finish(findings)
+
+
+async def check_throughput(scenario: Scenario, findings: Findings, server: Server,
+                           queue: Queue) -> None:  # fmt: skip
+    """The queue's throughput counts (``get_metrics``) against its jobs' ends: a job run
+    again after its worker was killed must count once."""
+    metrics = await queue.get_metrics(1)
+    completed = await queue.get_completed_count()
+    letters = await all_dead_letters(scenario.queue(server, "dlq"))
+    dead = sum(1 for d in letters if d.dead_letter and d.dead_letter.source_queue == queue.name)
+    findings.notes.append(
+        f"throughput counts: completed {metrics.completed} (jobs {completed}), "
+        f"failed {metrics.failed} (dead letters {dead})"
+    )
+    if (metrics.completed, metrics.failed) != (completed, dead):
+        findings.broken["throughput miscounted"] = [queue.name]
 
 
 @pytest.mark.timeout(240)
