@@ -1,5 +1,6 @@
 """``lazarus queue``: act on a whole queue by hand — drain it of the jobs that wait to run,
-cap how many of its jobs run at once. (``lazarus queues`` lists them.)"""
+cap how many of its jobs run at once, and how many start per window. (``lazarus queues``
+lists them.)"""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import click
 
 from .._limiter import MAX_CONCURRENCY
+from ..job_options import MAX_DURATION_MS
 from ..operators import Operators
 from . import _render
 from ._options import JSON_OPTION, QUEUE_ARGUMENT, confirm, emit_json, open_queue, run
@@ -23,6 +25,7 @@ def queue() -> None:
       lazarus queue drain payments --dry-run
       lazarus queue drain payments --delayed --yes
       lazarus queue concurrency payments 20
+      lazarus queue rate-limit payments 50 1000
     """
 
 
@@ -112,4 +115,57 @@ def concurrency(
         emit_json({"queue": queue_name, "concurrency": cap})
         return
     said = f"at most {cap} active jobs" if cap is not None else "no global concurrency"
+    _render.console().print(f"{queue_name!r}: {said}")
+
+
+@queue.command("rate-limit")
+@QUEUE_ARGUMENT
+@click.argument("max_jobs", metavar="[MAX]", required=False,
+                type=click.IntRange(1, MAX_CONCURRENCY))  # fmt: skip
+@click.argument("duration_ms", required=False, type=click.IntRange(1, MAX_DURATION_MS))
+@click.option("--remove", is_flag=True, help="Remove the rate limit and its current window.")
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def rate_limit(
+    queue_name: str, max_jobs: int | None, duration_ms: int | None, remove: bool, as_json: bool,
+    redis_url: str, prefix: str,
+) -> None:  # fmt: skip
+    """Show QUEUE's rate limit, set it to MAX jobs started per DURATION_MS milliseconds, or
+    --remove it: all its workers together start no more (`Queue.set_global_rate_limit`).
+    When the limit is reached, it also shows when the current window ends.
+
+    \b
+    Examples:
+      lazarus queue rate-limit payments
+      lazarus queue rate-limit payments 50 1000
+      lazarus queue rate-limit payments --remove
+    """
+    if (max_jobs is None) != (duration_ms is None):
+        raise click.UsageError("give MAX and DURATION_MS together")
+    if remove and max_jobs is not None:
+        raise click.UsageError("give MAX DURATION_MS or --remove, not both")
+
+    async def work(ops: Operators) -> dict[str, int] | None:
+        queue = await open_queue(ops, queue_name)
+        if remove:
+            await queue.remove_global_rate_limit()
+        elif max_jobs is not None and duration_ms is not None:
+            await queue.set_global_rate_limit(max_jobs, duration_ms)
+        limit = await queue.get_global_rate_limit()
+        if limit is None:
+            return None
+        return {"max": limit.max, "duration": limit.duration,
+                "ttl": await queue.get_rate_limit_ttl()}  # fmt: skip
+
+    limit = run(redis_url, prefix, work)
+    if as_json:
+        emit_json({"queue": queue_name, "rateLimit": limit})
+        return
+    if limit is None:
+        said = "no rate limit"
+    else:
+        said = f"at most {_jobs(limit['max'])} started per {limit['duration']} ms"
+        if limit["ttl"]:
+            said += f"; reached: the window ends in {limit['ttl']} ms"
     _render.console().print(f"{queue_name!r}: {said}")
