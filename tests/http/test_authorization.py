@@ -61,6 +61,12 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("PATCH", "/api/queues/{name}/jobs/{id}"): OP,
     ("GET", "/api/queues/{name}/workers"): V,
     ("GET", "/api/queues/{name}/metrics"): V,
+    # a queue's limits across its workers
+    ("GET", "/api/queues/{name}/limits"): V,
+    ("PUT", "/api/queues/{name}/limits/concurrency"): OP,
+    ("DELETE", "/api/queues/{name}/limits/concurrency"): OP,
+    ("PUT", "/api/queues/{name}/limits/rate"): OP,
+    ("DELETE", "/api/queues/{name}/limits/rate"): OP,
     # seed 003's API over the record, and the webhook delivery log
     ("GET", "/api/v1/dead-letter"): V,
     ("GET", "/api/v1/dead-letter/stats"): V,

@@ -1,5 +1,5 @@
-"""The JSON API: queues, jobs, dead letters (of one dead letter queue, and across every
-dead letter queue), background bulk operations, health and metrics.
+"""The JSON API: queues and their limits, jobs, dead letters (of one dead letter queue, and
+across every dead letter queue), background bulk operations, health and metrics.
 
 ``router`` assembles the route modules; :func:`install_error_handlers` makes every error a
 JSON body ``{"error": {"code": ..., "message": ...}}`` with a stable code:
@@ -43,6 +43,7 @@ from . import (
     changes,
     dead_letters,
     lifecycle,
+    limits,
     metrics,
     queues,
     retry,
@@ -62,6 +63,7 @@ router.include_router(lifecycle.router)
 router.include_router(queues.router)
 router.include_router(retry.router)
 router.include_router(changes.router)
+router.include_router(limits.router)
 router.include_router(workers.router)
 router.include_router(throughput.router)
 router.include_router(queues.health_router)

@@ -5,7 +5,8 @@ before it may:
 
 - ``viewer`` reads queues, jobs and dead letters; payloads and return values are masked
   unless the credential was given ``payloads`` (``name:viewer+payloads:token``);
-- ``operator`` also replays, purges, archives, changes statuses and pauses queues;
+- ``operator`` also replays, purges, archives, changes statuses, pauses queues and sets
+  their limits;
 - ``admin`` also sets policies, rules and webhooks, and reads the audit trail.
 
 Tokens are compared in constant time against a SHA-256 digest of each configured token, so a
