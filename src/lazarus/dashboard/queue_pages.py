@@ -1,7 +1,7 @@
 """Dashboard pages of any queue: its jobs by state, a page at a time, its live workers, its
 schedules (repeatable jobs), and a job's own page. (A dead letter queue's dead letters have
 pages of their own, in :mod:`~lazarus.dashboard.views`; what the pages change is in
-:mod:`~lazarus.dashboard.queue_actions`.)
+:mod:`~lazarus.dashboard.queue_actions` and :mod:`~lazarus.dashboard.queue_limits`.)
 
 Every page reads through :class:`~lazarus.Queue` and :func:`lazarus.workers.list_workers`.
 Pages may refresh themselves with ``?refresh=5`` (or 10, 30): an HTML ``<meta
@@ -17,6 +17,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..queue import Queue
 from ..workers import list_workers
 from .render import render
 from .routing import SignedInRoute, existing_queue, no_such
@@ -71,26 +72,37 @@ async def schedules_page(request: Request, name: str) -> Response:
     return render(request, "schedules.html", {"name": name, "schedules": schedules})
 
 
-@router.get("/queues/{name:path}")
-async def queue_page(request: Request, name: str) -> Response:
-    """A queue: its counts, its jobs in one state a page at a time (offset paging, newest or
-    next first as :class:`~lazarus.Queue` lists them), its live workers, and its controls."""
-    queue = await existing_queue(request, name)
-    if queue is None:
-        return missing(request, name)
+async def queue_context(request: Request, queue: Queue, name: str) -> dict[str, Any]:
+    """What a queue's page shows: its counts, its jobs in the state the query asks for a page
+    at a time, its live workers, its limits and its controls."""
     state = request.query_params.get("state", "waiting")
     state = state if state in STATES else "waiting"
     page = page_number(request)
     start = (page - 1) * PAGE_SIZE
-    counts, paused, workers, jobs, dead, schedules = await asyncio.gather(
+    (counts, paused, workers, jobs, dead, schedules, concurrency, rate_limit,
+     rate_ttl) = await asyncio.gather(
         queue.get_job_counts(), queue.is_paused(), list_workers(queue.client, queue.keys),
         getattr(queue, f"get_{state}")(start, start + PAGE_SIZE),  # one more: is there a next?
         queue.get_dead_letter_count(), queue.client.zcard(queue.keys.repeat_index),
+        queue.get_global_concurrency(), queue.get_global_rate_limit(),
+        queue.get_rate_limit_ttl(),
     )  # fmt: skip
-    context: dict[str, Any] = {
+    return {
         "name": name, "state": state, "states": STATES, "counts": counts, "paused": paused,
         "workers": workers, "jobs": jobs[:PAGE_SIZE], "page": page,
         "has_next": len(jobs) > PAGE_SIZE, "dead_letters": dead, "schedules": schedules,
         "refresh": refresh_seconds(request), "refresh_choices": REFRESH_CHOICES,
+        "concurrency": concurrency, "rate_limit": rate_limit, "rate_ttl": rate_ttl,
+        "limits_form": {},
     }  # fmt: skip
-    return render(request, "queue.html", context)
+
+
+@router.get("/queues/{name:path}")
+async def queue_page(request: Request, name: str) -> Response:
+    """A queue: its counts, its jobs in one state a page at a time (offset paging, newest or
+    next first as :class:`~lazarus.Queue` lists them), its live workers, its limits across
+    them, and its controls."""
+    queue = await existing_queue(request, name)
+    if queue is None:
+        return missing(request, name)
+    return render(request, "queue.html", await queue_context(request, queue, name))

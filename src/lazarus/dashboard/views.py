@@ -27,6 +27,7 @@ from . import (
     job_changes,
     public,
     queue_actions,
+    queue_limits,
     queue_pages,
     status_actions,
     webhooks,
@@ -173,4 +174,5 @@ router.include_router(audit.router)
 router.include_router(health.router)
 router.include_router(queue_actions.router)
 router.include_router(job_changes.router)
+router.include_router(queue_limits.router)
 router.include_router(queue_pages.router)  # last: its /queues/{name:path} matches the most
