@@ -101,6 +101,8 @@ async def test_a_rate_limited_job_waits_its_delay(queue: Queue, make_worker: Mak
     [
         ({"max": 0, "duration": 10}, ValueError, "limiter.max"),
         ({"max": 1}, TypeError, "limiter.duration"),
+        ({"max": 1, "duration": 10**14}, ValueError, "limiter.duration"),
+        ({"max": 2**31, "duration": 10}, ValueError, "limiter.max"),
         ({"max": 1, "duration": 10, "per": 1}, ValueError, "unknown keys"),
         ([1, 10], TypeError, "limiter"),
     ],
@@ -129,6 +131,10 @@ async def test_the_limit_can_be_set_and_removed_on_the_queue(queue: Queue) -> No
     assert await queue.get_rate_limit_ttl() == 0
     with pytest.raises(ValueError, match="max"):
         await queue.set_global_rate_limit(0, 1000)
+    # A window Redis could not set as a key's expiry would fail every claim of the queue.
+    with pytest.raises(ValueError, match="duration must be between 1 and"):
+        await queue.set_global_rate_limit(1, 10**20)
+    assert await queue.get_global_rate_limit() is None
 
 
 # -- the scripts ------------------------------------------------------------------------------

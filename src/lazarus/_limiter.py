@@ -19,16 +19,19 @@ from ._checks import check_int
 from ._connection import Client, reports_unavailable
 from ._keys import QueueKeys
 from ._supervision import Incident, pause
+from .job_options import MAX_DURATION_MS
 
 MAX_CONCURRENCY = 2**31 - 1
 
 
-def _positive(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{field} must be >= 1, got {value}")
-    return value
+def _max(value: Any, field: str) -> int:
+    return check_int(value, field, minimum=1, maximum=MAX_CONCURRENCY)
+
+
+def _duration(value: Any, field: str) -> int:
+    # The window is the PX of a key: Redis refuses one past a 64-bit millisecond count, and
+    # a claim whose PEXPIRE fails would fail every claim of the queue.
+    return check_int(value, field, minimum=1, maximum=MAX_DURATION_MS)
 
 
 class RateLimit(NamedTuple):
@@ -48,8 +51,8 @@ class RateLimit(NamedTuple):
         if unknown:
             raise ValueError(f"{field} has unknown keys: {sorted(unknown)}")
         return cls(
-            _positive(value.get("max"), f"{field}.max"),
-            _positive(value.get("duration"), f"{field}.duration"),
+            _max(value.get("max"), f"{field}.max"),
+            _duration(value.get("duration"), f"{field}.duration"),
         )
 
 
@@ -100,7 +103,7 @@ class RateLimitMixin:
     async def set_global_rate_limit(self, max: int, duration: int) -> None:
         """Let the workers of this queue start at most ``max`` jobs per ``duration`` ms, all
         together (what ``Worker(limiter={"max": max, "duration": duration})`` sets)."""
-        limit = RateLimit(_positive(max, "max"), _positive(duration, "duration"))
+        limit = RateLimit(_max(max, "max"), _duration(duration, "duration"))
         await set_limit(self._client, self.keys, limit)
 
     @reports_unavailable
