@@ -76,6 +76,30 @@ async def test_a_queue_without_live_workers_is_not_shown_running(
     assert "no workers" in (await client.get("/dashboard/queues/jobs")).text
 
 
+async def test_the_queue_page_charts_jobs_completed_and_failed_per_minute(
+    client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
+) -> None:
+    await failed_jobs(queue, make_worker, 3)
+    await queue.add("n")
+    worker = make_worker(lambda job: None)
+
+    async def completed() -> bool:
+        return await queue.get_completed_count() == 1
+
+    await wait_until(completed)
+    await worker.close()
+
+    page = html.unescape((await client.get("/dashboard/queues/jobs")).text)
+    assert "Since the queue was created: 1 completed, 3\nfailed for good" in page
+    assert "Jobs completed per minute in jobs: 1 in the last 60 minutes" in page
+    assert "Jobs failed for good per minute in jobs: 3 in the last 60 minutes" in page
+    # One bar in each chart, titled with its minute and count
+    assert re.search(r"<title>\d\d:\d\d UTC: 3 jobs failed for good</title>", page) or (
+        "2 jobs failed for good" in page and "1 job failed for good" in page
+    )  # a minute may have turned between the failures
+    assert re.search(r"<title>\d\d:\d\d UTC: 1 job completed</title>", page)
+
+
 async def test_retry_one_failed_job_from_its_page(
     client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
 ) -> None:

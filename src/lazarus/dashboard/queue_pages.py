@@ -19,12 +19,15 @@ from starlette.responses import Response
 
 from ..queue import Queue
 from ..workers import list_workers
-from .render import render
+from .render import rate_chart, render
 from .routing import SignedInRoute, existing_queue, no_such
 
 STATES = ("waiting", "prioritized", "delayed", "active", "completed", "failed")
 PAGE_SIZE = 25
 REFRESH_CHOICES = (5, 10, 30)
+THROUGHPUT_MINUTES = 60  # of the charts of jobs completed and failed per minute
+COMPLETED = ("job completed", "jobs completed")  # their tooltips' units
+FAILED = ("job failed for good", "jobs failed for good")
 
 router = APIRouter(prefix="/dashboard", route_class=SignedInRoute, include_in_schema=False)
 
@@ -80,12 +83,12 @@ async def queue_context(request: Request, queue: Queue, name: str) -> dict[str, 
     page = page_number(request)
     start = (page - 1) * PAGE_SIZE
     (counts, paused, workers, jobs, dead, schedules, concurrency, rate_limit,
-     rate_ttl) = await asyncio.gather(
+     rate_ttl, metrics) = await asyncio.gather(
         queue.get_job_counts(), queue.is_paused(), list_workers(queue.client, queue.keys),
         getattr(queue, f"get_{state}")(start, start + PAGE_SIZE),  # one more: is there a next?
         queue.get_dead_letter_count(), queue.client.zcard(queue.keys.repeat_index),
         queue.get_global_concurrency(), queue.get_global_rate_limit(),
-        queue.get_rate_limit_ttl(),
+        queue.get_rate_limit_ttl(), queue.get_metrics(THROUGHPUT_MINUTES),
     )  # fmt: skip
     return {
         "name": name, "state": state, "states": STATES, "counts": counts, "paused": paused,
@@ -93,7 +96,9 @@ async def queue_context(request: Request, queue: Queue, name: str) -> dict[str, 
         "has_next": len(jobs) > PAGE_SIZE, "dead_letters": dead, "schedules": schedules,
         "refresh": refresh_seconds(request), "refresh_choices": REFRESH_CHOICES,
         "concurrency": concurrency, "rate_limit": rate_limit, "rate_ttl": rate_ttl,
-        "limits_form": {},
+        "limits_form": {}, "metrics": metrics, "metrics_minutes": THROUGHPUT_MINUTES,
+        "completed_chart": rate_chart(metrics.completed_per_minute, COMPLETED),
+        "failed_chart": rate_chart(metrics.failed_per_minute, FAILED),
     }  # fmt: skip
 
 

@@ -129,8 +129,11 @@ class Chart:
     height: int = CHART_HEIGHT
 
 
-def rate_chart(rate: Sequence[tuple[int, int]]) -> Chart:
-    """The chart of ``Queue.get_dead_letter_rate`` pairs ``(minute start in ms, count)``."""
+def rate_chart(
+    rate: Sequence[tuple[int, int]], unit: tuple[str, str] = ("dead letter", "dead letters")
+) -> Chart:
+    """The chart of ``(minute start in ms, count)`` pairs (``Queue.get_dead_letter_rate``,
+    ``Queue.get_metrics``), its tooltips counting ``unit`` (singular, plural)."""
     peak = max((count for _, count in rate), default=0)
     slot = CHART_WIDTH / max(len(rate), 1)
     usable = CHART_HEIGHT - CHART_TOP
@@ -140,7 +143,7 @@ def rate_chart(rate: Sequence[tuple[int, int]]) -> Chart:
         if count and height < 2:
             height = 2.0  # a single dead letter stays visible beside a busy minute
         minute = datetime.datetime.fromtimestamp(start / 1000, tz=datetime.timezone.utc)
-        noun = "dead letter" if count == 1 else "dead letters"
+        noun = unit[0] if count == 1 else unit[1]
         label = f"{minute:%H:%M} UTC: {count} {noun}"
         bars.append(Bar(round(i * slot + 1, 2), round(CHART_HEIGHT - height, 2),
                         round(max(slot - 2, 1), 2), round(height, 2), label))  # fmt: skip
