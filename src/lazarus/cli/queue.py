@@ -1,14 +1,18 @@
 """``lazarus queue``: act on a whole queue by hand — drain it of the jobs that wait to run,
-cap how many of its jobs run at once, and how many start per window. (``lazarus queues``
-lists them.)"""
+cap how many of its jobs run at once, and how many start per window — and show its
+throughput. (``lazarus queues`` lists them.)"""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import click
+from rich import box
+from rich.table import Table
 
 from .._limiter import MAX_CONCURRENCY
+from .._throughput import METRICS_MINUTES, QueueMetrics
 from ..job_options import MAX_DURATION_MS
 from ..operators import Operators
 from . import _render
@@ -26,6 +30,7 @@ def queue() -> None:
       lazarus queue drain payments --delayed --yes
       lazarus queue concurrency payments 20
       lazarus queue rate-limit payments 50 1000
+      lazarus queue metrics payments --minutes 30
     """
 
 
@@ -169,3 +174,43 @@ def rate_limit(
         if limit["ttl"]:
             said += f"; reached: the window ends in {limit['ttl']} ms"
     _render.console().print(f"{queue_name!r}: {said}")
+
+
+@queue.command()
+@QUEUE_ARGUMENT
+@click.option("--minutes", default=10, show_default=True, type=click.IntRange(1, METRICS_MINUTES),
+              help="Minutes of history, per minute.")  # fmt: skip
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def metrics(queue_name: str, minutes: int, as_json: bool, redis_url: str, prefix: str) -> None:
+    """Show how many of QUEUE's jobs completed and failed for good (into failed, a dead
+    letter queue, or discarded): since the queue was created, and per minute over the last
+    --minutes (`Queue.get_metrics`).
+
+    \b
+    Examples:
+      lazarus queue metrics payments
+      lazarus queue metrics payments --minutes 60 --json
+    """
+
+    async def work(ops: Operators) -> QueueMetrics:
+        return await (await open_queue(ops, queue_name)).get_metrics(minutes)
+
+    m = run(redis_url, prefix, work)
+    if as_json:
+        emit_json({
+            "queue": queue_name, "completed": m.completed, "failed": m.failed,
+            "completedPerMinute": [{"at": at, "count": c} for at, c in m.completed_per_minute],
+            "failedPerMinute": [{"at": at, "count": c} for at, c in m.failed_per_minute],
+        })  # fmt: skip
+        return
+    out = _render.console()
+    out.print(f"{queue_name!r}: {m.completed} completed, {m.failed} failed for good, in all")
+    table = Table(box=box.SIMPLE_HEAD)
+    for header in ("minute (UTC)", "completed", "failed"):
+        table.add_column(header, justify="left" if header.startswith("minute") else "right")
+    for (at, done), (_, failed) in zip(m.completed_per_minute, m.failed_per_minute):
+        minute = datetime.datetime.fromtimestamp(at / 1000, tz=datetime.timezone.utc)
+        table.add_row(f"{minute:%Y-%m-%d %H:%M}", str(done), str(failed))
+    out.print(table)
