@@ -150,6 +150,22 @@ async def test_a_processor_checkpoint_keeps_to_the_worker_schema(
     assert json.loads(await raw.hget(queue.keys.job(job.id), "data")) == {"id": 7, "step": 1}
 
 
+async def test_a_paused_queue_s_job_is_told_paused_as_get_job_state_tells_it(
+    queue: Queue,
+) -> None:
+    ready = await queue.add("n", None)
+    later = await queue.add("n", None, delay=60_000)
+    await queue.pause()
+
+    assert await queue.change_job_priority(ready.id, 3) == "paused"
+    assert await queue.change_job_priority(ready.id, 0) == "paused"
+    assert await queue.promote_job(later.id) == "paused"
+    assert await queue.get_job_state(later.id) == "paused"
+
+    await queue.resume()
+    assert await queue.change_job_priority(ready.id, 2) == "prioritized"
+
+
 async def test_a_missing_job_or_a_dead_letter_is_refused(
     queue: Queue, dlq: Queue, make_worker: Any, raw: aioredis.Redis
 ) -> None:

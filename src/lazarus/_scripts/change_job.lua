@@ -36,7 +36,8 @@
 
   Returns: the job's state after the change ('waiting', 'prioritized', 'delayed', 'active',
            'completed' or 'failed'; a job in none of the sets is in the wait list, as
-           job_state.lua reads it: 'waiting'), -1 JOB_NOT_FOUND, -6 JOB_STATE
+           job_state.lua reads it: 'waiting'; a waiting or prioritized job of a paused
+           queue: 'paused'), -1 JOB_NOT_FOUND, -6 JOB_STATE
            (a dead letter; a delay for a job that is not delayed: nothing written), or
            {-9, from, id} WAIT_SEARCH: nothing written; the job may be deep inside a long wait
            list: the caller looks for it there from index `from` and calls again with where
@@ -106,4 +107,4 @@ if delay then
   enqueue_mark(q)  -- a worker asleep until the old due time wakes to read the new one
   emit(q.events, maxlen, 'delayed', 'jobId', id, 'delay', now + delay)
 end
-return state or 'waiting'
+return state_told(q, state or 'waiting')

@@ -19,7 +19,8 @@
   ARGV[2]  now
   ARGV[3]  maxlen
 
-  Returns: the state the job entered ('waiting' or 'prioritized'), -1 JOB_NOT_FOUND, or -6
+  Returns: the state the job entered ('waiting' or 'prioritized'; 'paused' while the queue
+           is paused, as job_state.lua tells it), -1 JOB_NOT_FOUND, or -6
            JOB_STATE (the job is not delayed: nothing written).
   Events:  promoted (jobId), then waiting (jobId)
 ]]
@@ -29,4 +30,6 @@
 
 local q = queue_keys(1)
 if redis.call('EXISTS', KEYS[11]) == 0 then return -1 end
-return promote_now(q, ARGV[1], tonumber(ARGV[2]), ARGV[3]) or -6
+local state = promote_now(q, ARGV[1], tonumber(ARGV[2]), ARGV[3])
+if not state then return -6 end
+return state_told(q, state)

@@ -58,6 +58,16 @@ local function promote_now(q, id, now, maxlen, pushed)
   return enqueue(q, id, priority, 0, now, maxlen, pushed)
 end
 
+-- state_told(q, state): the state a job placed by hand (change_job, promote_job) is told to
+-- be in, as job_state.lua tells it: a ready job of a paused queue is 'paused'.
+local function state_told(q, state)
+  if (state == 'waiting' or state == 'prioritized')
+      and redis.call('HEXISTS', q.meta, 'paused') == 1 then
+    return 'paused'
+  end
+  return state
+end
+
 -- enqueue_push(q, pushed): LPUSH the ids that enqueue gathered in `pushed`, in their order.
 local function enqueue_push(q, pushed)
   for i = 1, #pushed, 1000 do
