@@ -21,6 +21,7 @@ def test_public_api_is_exactly_these_names() -> None:
         "DeadLetterStatus",
         "DeadLetterView",
         "Job",
+        "JobCancelledError",
         "JobExistsError",
         "JobFailedError",
         "JobLogs",

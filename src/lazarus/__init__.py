@@ -24,6 +24,7 @@ from .dead_letter import (
 from .dead_letter.health import DeadLetterHealth
 from .errors import (
     DeadLetterError,
+    JobCancelledError,
     JobExistsError,
     JobFailedError,
     JobNotFoundError,
@@ -61,6 +62,7 @@ __all__ = [
     "DeadLetterStatus",
     "DeadLetterView",
     "Job",
+    "JobCancelledError",
     "JobExistsError",
     "JobFailedError",
     "JobLogs",

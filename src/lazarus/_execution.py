@@ -25,6 +25,7 @@ from ._failure import failure_reason, format_stack
 from ._keys import QueueKeys, new_dead_letter_id, validate_job_id
 from .errors import (
     DeadLetterError,
+    JobCancelledError,
     JobTimeoutError,
     RateLimitError,
     UnrecoverableError,
@@ -53,6 +54,7 @@ class ClaimedJob:
     job: Job
     token: str
     undecodable: ValueError | None = None
+    cancelled: str | None = None  # the reason of Queue.cancel_job: failed without running
 
     @functools.cached_property
     def dead_letter_id(self) -> str:
@@ -107,11 +109,13 @@ def parse_claimed(reply: Any, queue_name: str) -> ClaimedJob | None:
         return None
     job_id, token = as_str(reply[0]), as_str(reply[1])
     fields = fields_from_reply(reply[2:])
+    cancelled = fields.get("cancel")
     try:
         job = Job.from_fields(job_id, fields, queue_name)
     except (ValueError, TypeError, KeyError) as exc:  # JSONDecodeError is a ValueError
-        return ClaimedJob(_bare_job(job_id, fields, queue_name), token, _why_undecodable(exc))
-    return ClaimedJob(job, token)
+        bare = _bare_job(job_id, fields, queue_name)
+        return ClaimedJob(bare, token, _why_undecodable(exc), cancelled)
+    return ClaimedJob(job, token, None, cancelled)
 
 
 def _why_undecodable(exc: Exception) -> ValueError:
@@ -177,6 +181,8 @@ def _terminal_reason(
 ) -> DeadLetterReason | None:
     if isinstance(exc, DeadLetterError):
         return "discarded"
+    if isinstance(exc, JobCancelledError):
+        return "cancelled"
     if isinstance(exc, UnrecoverableError) or is_non_retryable(exc, non_retryable):
         return "unrecoverable"
     if job.attempts_made + 1 >= job.opts.attempts:

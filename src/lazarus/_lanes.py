@@ -93,7 +93,8 @@ def make_lanes(worker: Worker, names: list[str], weights: dict[str, int]) -> lis
         keys = QueueKeys(worker.keys.prefix, name)
         held: dict[str, str] = {}
         ctx = dataclasses.replace(worker._ctx, keys=keys)
-        slots = dataclasses.replace(worker._slots, ctx=ctx, held=held, fetch_next=False)
+        slots = dataclasses.replace(worker._slots, ctx=ctx, held=held, fetch_next=False,
+                                    running={}, stops={})  # fmt: skip
         lanes.append(Lane(keys, ctx, slots, held, weights.get(name, 1)))
     client = worker._ctx.client
     spread = len({client.keyslot(lane.keys.marker) for lane in lanes}) > 1 \
@@ -113,7 +114,7 @@ def _keeper(worker: Worker, lane: Lane) -> LeaseKeeper:
     return LeaseKeeper(
         lane.ctx, lambda: dict(lane.held),
         stalled_interval_ms=worker.stalled_interval, max_stalled_count=worker.max_stalled_count,
-        on_lost=worker._mark_lost, on_error=worker._report_error,
+        on_lost=worker._mark_lost, on_error=worker._report_error, on_cancel=lane.slots.stop,
     )  # fmt: skip
 
 

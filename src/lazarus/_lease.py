@@ -39,12 +39,14 @@ class LeaseKeeper:
         max_stalled_count: int,
         on_lost: Callable[[str, str], None],
         on_error: Callable[[BaseException, Incident], None],
+        on_cancel: Callable[[str, str, str], None] = lambda job_id, token, reason: None,
     ) -> None:
         self._ctx = ctx
         self._held = held
         self._stalled_interval = stalled_interval_ms / 1000
         self._max_stalled = max_stalled_count
         self._on_lost = on_lost
+        self._on_cancel = on_cancel
         self._on_error = on_error
         self._stop = asyncio.Event()
         self._renewing = Incident(log, f"queue {ctx.keys.queue}: lease renewal")
@@ -55,7 +57,8 @@ class LeaseKeeper:
         self._stop.set()
 
     async def renew(self) -> None:
-        """Extend the lease of every job this worker holds; report the ones it lost."""
+        """Extend the lease of every job this worker holds; report the ones it lost, and the
+        ones it holds that were cancelled (``Queue.cancel_job``), with their reasons."""
         held = self._held()
         if not held:
             return
@@ -63,9 +66,13 @@ class LeaseKeeper:
         for job_id, token in held.items():
             args += [job_id, token]
         keys = [self._ctx.keys.leases, self._ctx.keys.job_prefix]
-        for lost in await _scripts.load("extend_locks")(self._ctx.client, keys, args):
-            job_id = lost.decode() if isinstance(lost, bytes) else str(lost)
+        lost, cancelled = await _scripts.load("extend_locks")(self._ctx.client, keys, args)
+        for gone in lost:
+            job_id = _text(gone)
             self._on_lost(job_id, held[job_id])
+        for i in range(0, len(cancelled), 2):
+            job_id = _text(cancelled[i])
+            self._on_cancel(job_id, held[job_id], _text(cancelled[i + 1]))
 
     async def sweep(self) -> int:
         """Recover jobs whose lease expired; returns how many were swept."""

@@ -27,7 +27,7 @@ from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish
 from ._progress import JobHandle
 from ._repeat import produce_next
 from ._supervision import Incident
-from .errors import JobNotFoundError, JobTimeoutError, LockLostError
+from .errors import JobCancelledError, JobNotFoundError, JobTimeoutError, LockLostError
 from .job import Job
 from .schema import PayloadSchema
 
@@ -55,6 +55,10 @@ class SlotRunner:
     fetch_next: bool = True
     claim_ahead: bool = True  # see _ahead
     schema: PayloadSchema | None = None  # the worker's: a job's update_data checks with it
+    # While a processor runs: job id -> its lock token and the slot's task (see stop).
+    running: dict[str, tuple[str, asyncio.Task[Any]]] = dataclasses.field(default_factory=dict)
+    # Stops asked of running processors (Queue.cancel_job): job id -> lock token, reason.
+    stops: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def holds(self) -> Holds:
@@ -90,22 +94,7 @@ class SlotRunner:
         """Run ``claimed``; the slot's next job, and what it holds ahead of that."""
         job, span = await self._begin(claimed)
         started = asyncio.get_running_loop().time()
-        result: Any = None
-        error: BaseException | None = claimed.undecodable  # then the processor cannot run
-        if error is None:
-            try:
-                await self.emit("active", job)
-                result = await run_processor(
-                    self.processor, job, self.ctx.executor, job.opts.timeout or self.job_timeout
-                )
-            except asyncio.CancelledError as exc:
-                if self._cancelled_by_shutdown():
-                    _end_span(span, None, exc)
-                    await self.hand_back(claimed)
-                    raise
-                error = exc  # the processor's own: a failure like any other
-            except BaseException as exc:  # GeneratorExit, SystemExit from a thread, ...
-                error = exc
+        result, error = await self._run(claimed, job, span)
         short = (
             self.claim_ahead
             and CLAIM_AHEAD_OVER <= asyncio.get_running_loop().time() - started < CLAIM_AHEAD_UNDER
@@ -161,6 +150,61 @@ class SlotRunner:
             await produce_next(self.ctx.client, self.ctx.keys, self.ctx.max_events, job.id,
                                job.repeat_key)  # fmt: skip
         return job, (_tracing.start_process(job) if _tracing.active() else None)
+
+    async def _run(
+        self, claimed: ClaimedJob, job: Job, span: Any
+    ) -> tuple[Any, BaseException | None]:
+        """Run the processor on ``job``: its result, or the error its attempt failed with."""
+        if claimed.undecodable is not None:  # then the processor cannot run
+            return None, claimed.undecodable
+        if claimed.cancelled is not None:  # cancelled before it started
+            return None, JobCancelledError(claimed.cancelled)
+        self.running[job.id] = (claimed.token, _this_task())
+        try:
+            await self.emit("active", job)
+            timeout = job.opts.timeout or self.job_timeout
+            return await run_processor(self.processor, job, self.ctx.executor, timeout), None
+        except asyncio.CancelledError as exc:
+            stopped = self._stopped(claimed)
+            if stopped is None and self._cancelled_by_shutdown():
+                _end_span(span, None, exc)
+                await self.hand_back(claimed)
+                raise
+            return None, stopped or exc  # else the processor's own: a failure like any other
+        except BaseException as exc:  # GeneratorExit, SystemExit from a thread, ...
+            return None, exc
+        finally:
+            # Nothing awaits between the processor's end and here: a stop cannot reach the
+            # slot once it records the outcome. (Another slot may run another claim of the
+            # same job, taken back from this one: its entries stay.)
+            if self.running.get(job.id, ("",))[0] == claimed.token:
+                del self.running[job.id]
+            if self.stops.get(job.id, ("",))[0] == claimed.token:
+                del self.stops[job.id]
+
+    def stop(self, job_id: str, token: str, reason: str) -> None:
+        """Stop the processor running job ``job_id`` under ``token`` (Queue.cancel_job): its
+        slot records the attempt as failed with :class:`~lazarus.JobCancelledError`. A
+        processor that has returned, or runs another claim of the job, is left alone."""
+        running = self.running.get(job_id)
+        if running is None or running[0] != token or job_id in self.stops:
+            return
+        self.stops[job_id] = (token, reason)
+        running[1].cancel()
+
+    def _stopped(self, claimed: ClaimedJob) -> JobCancelledError | None:
+        """The error of a processor stopped by :meth:`stop`, with the cancellation it
+        delivered taken back (Python >= 3.11), or ``None`` for any other cancellation."""
+        stop = self.stops.get(claimed.job.id)
+        if stop is None or stop[0] != claimed.token:
+            return None
+        uncancel = getattr(asyncio.current_task(), "uncancel", None)
+        if uncancel is not None:
+            uncancel()
+        if self.ctx.executor is not None:
+            log.warning("worker %s: job %s was cancelled; its thread cannot be stopped and is "
+                        "abandoned, still running", self.worker_name, claimed.job.id)  # fmt: skip
+        return JobCancelledError(stop[1])
 
     def _cancelled_by_shutdown(self) -> bool:
         """Whether the CancelledError at hand is the worker's shutdown (or the event loop's
@@ -260,3 +304,9 @@ class SlotRunner:
 def _end_span(span: Any, outcome: Outcome | None, error: BaseException | None) -> None:
     if span is not None:
         _tracing.end_process(span, outcome, error)
+
+
+def _this_task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None  # a slot runs in a task of its own
+    return task

@@ -131,6 +131,13 @@ class DeadLetterError(UnrecoverableError):
     """
 
 
+class JobCancelledError(UnrecoverableError):
+    """What a cancelled job fails with (``Queue.cancel_job``): its worker stops the processor
+    (or, for a job that had not started, never runs it) and records this as the attempt's
+    error. It is not retried: the job goes where its failures go, a dead letter queue with
+    reason ``cancelled``, or ``failed``."""
+
+
 class ErrorCode(enum.IntEnum):
     """Negative integers a script returns instead of a result; see each script's header."""
 

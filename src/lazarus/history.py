@@ -11,7 +11,7 @@ from typing import Any, Literal
 from ._codec import json_or, optional_int
 
 DeadLetterReason = Literal[
-    "attempts_exhausted", "unrecoverable", "stalled", "discarded", "undecodable"
+    "attempts_exhausted", "unrecoverable", "stalled", "discarded", "undecodable", "cancelled"
 ]
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from . import _codec, _scripts
 from ._adding import QueueAddingMixin
+from ._cancelling import CancellingMixin
 from ._changing import JobChangesMixin
 from ._checks import at_least
 from ._codec import text as _text
@@ -59,6 +60,7 @@ class Queue(
     QueueReadingMixin,
     RetryMixin,
     JobChangesMixin,
+    CancellingMixin,
     DeadLetterMixin,
     DeduplicationMixin,
     JobLogsMixin,

@@ -153,6 +153,7 @@ class Queue(_Shell[_AsyncQueue]):
     update_job_data = _blocking(_AsyncQueue.update_job_data)
     change_job_priority = _blocking(_AsyncQueue.change_job_priority)
     change_job_delay = _blocking(_AsyncQueue.change_job_delay)
+    cancel_job = _blocking(_AsyncQueue.cancel_job)
     drain = _blocking(_AsyncQueue.drain)
     # The dead letter operations.
     get_dead_letter_count = _blocking(_AsyncQueue.get_dead_letter_count)

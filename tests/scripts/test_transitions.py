@@ -814,7 +814,7 @@ async def test_extend_locks_renews_leases_while_redis_is_at_its_memory_limit(
         lost = await call(raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", token])
 
     # Then the lease is renewed: renewal grows nothing, so the limit must not stop it
-    assert lost == []
+    assert lost == [[], []]
     assert await raw.zscore(k.leases, "a") == NOW + 99_000
 
 
@@ -829,9 +829,28 @@ async def test_extend_locks_renews_held_leases_and_reports_lost_ones(
         raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", token, "b", "stolen:1"]
     )
 
-    assert lost == ["b"]
+    assert lost == [["b"], []]
     assert await raw.zscore(k.leases, "a") == NOW + 99_000
     assert await raw.zscore(k.leases, "b") == NOW + 30_000
+
+
+async def test_extend_locks_reports_the_held_jobs_asked_to_stop(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a")
+    await add(raw, k, "b")
+    claimed = await claim(raw, k, count=2)
+    tokens = {job[0]: job[1] for job in claimed[1:]}
+    await raw.hset(k.job("a"), "cancel", "not needed any more")
+
+    reply = await call(
+        raw, "extend_locks", [k.leases, k.job_prefix],
+        [NOW + 99_000, "a", tokens["a"], "b", tokens["b"]],
+    )  # fmt: skip
+
+    # Still renewed: its worker records the cancellation as the attempt's outcome
+    assert reply == [[], ["a", "not needed any more"]]
+    assert await raw.zscore(k.leases, "a") == NOW + 99_000
 
 
 # -- pause_queue / remove_job / clean_jobs ----------------------------------------------------

@@ -377,4 +377,5 @@ NAMES = (
     "promote_job",
     "promote_jobs",
     "change_job",
+    "cancel_job",
 )

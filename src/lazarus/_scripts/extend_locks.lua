@@ -7,7 +7,9 @@
   ARGV[1]  expires_at       new lease expiry (ms)
   ARGV[2..] id, token       pairs, one per job the worker runs
 
-  Returns: the ids whose lock the worker no longer holds (stalled and taken back).
+  Returns: {lost, cancelled}: the ids whose lock the worker no longer holds (stalled and
+           taken back), and {id, reason, ...} of the jobs it still holds that cancel_job.lua
+           asked to stop (their leases are renewed: the worker records them as cancelled).
   Events:  none
 
   Renewal must go on while Redis is at its memory limit, or healthy jobs stall: it only
@@ -17,13 +19,18 @@
   nothing.
 ]]
 redis.call('ZREM', KEYS[1], '')
-local lost = {}
+local lost, cancelled = {}, {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  if redis.call('HGET', KEYS[2] .. id, 'lockToken') == ARGV[i + 1] then
+  local f = redis.call('HMGET', KEYS[2] .. id, 'lockToken', 'cancel')
+  if f[1] == ARGV[i + 1] then
     redis.call('ZADD', KEYS[1], 'XX', ARGV[1], id)
+    if f[2] then
+      cancelled[#cancelled + 1] = id
+      cancelled[#cancelled + 1] = f[2]
+    end
   else
     lost[#lost + 1] = id
   end
 end
-return lost
+return {lost, cancelled}

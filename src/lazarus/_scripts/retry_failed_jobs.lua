@@ -43,7 +43,7 @@ local function retry(id)
   local key = q.job_prefix .. id
   redis.call('ZREM', KEYS[11], id)
   redis.call('HSET', key, 'attemptsMade', 0, 'stalledCounter', 0)
-  redis.call('HDEL', key, 'failedReason', 'errorType', 'finishedOn', 'processedOn',
+  redis.call('HDEL', key, 'cancel', 'failedReason', 'errorType', 'finishedOn', 'processedOn',
     'lockToken')
   emit(q.events, maxlen, 'retried', 'jobId', id)
   enqueue(q, id, tonumber(redis.call('HGET', key, 'priority') or '0') or 0, 0, now, maxlen)
