@@ -114,6 +114,15 @@ async def wait_until(
         await asyncio.sleep(0.01)
 
 
+async def wait_for_state(queue: Queue, job_id: str, state: str, timeout: float = 10.0) -> None:
+    """Wait until job ``job_id`` of ``queue`` is in ``state``; fail the test after ``timeout``."""
+
+    async def reached() -> bool:
+        return await queue.get_job_state(job_id) == state
+
+    await wait_until(reached, timeout, f"job {job_id} of {queue.name} {state}")
+
+
 async def keys_of(raw: aioredis.Redis, prefix: str) -> set[str]:
     return {k async for k in raw.scan_iter(match=f"{prefix}:*", count=1000)}
 

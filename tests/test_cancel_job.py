@@ -12,14 +12,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, JobCancelledError, JobNotFoundError, JobStateError, Queue
 from lazarus.sync import Queue as SyncQueue
-from tests.conftest import job_snapshot, wait_until
-
-
-async def state_is(queue: Queue, job_id: str, state: str) -> None:
-    async def reached() -> bool:
-        return await queue.get_job_state(job_id) == state
-
-    await wait_until(reached, message=f"job {job_id} {state}")
+from tests.conftest import job_snapshot, wait_for_state, wait_until
 
 
 async def dead_letter_of(dlq: Queue, job_id: str) -> Job:
@@ -65,7 +58,7 @@ async def test_a_running_job_is_stopped_and_dead_lettered_as_cancelled(
     assert len(letter.dead_letter.attempts) == 1  # not retried, whatever its attempts
     # The slot is free again: the next job runs
     after = await queue.add("quick", None)
-    await state_is(queue, after.id, "completed")
+    await wait_for_state(queue, after.id, "completed")
     assert ran == [job.id, after.id]
 
 
@@ -90,9 +83,9 @@ async def test_a_waiting_job_goes_first_and_fails_without_running(
 
     make_worker(process, concurrency=1)
     for cancelled in (jobs[2], later, top):
-        await state_is(queue, cancelled.id, "failed")
+        await wait_for_state(queue, cancelled.id, "failed")
     for kept in jobs[:2]:
-        await state_is(queue, kept.id, "completed")
+        await wait_for_state(queue, kept.id, "completed")
     assert ran == [jobs[0].id, jobs[1].id]
     failed = await queue.get_job(later.id)
     assert failed is not None
@@ -109,11 +102,11 @@ async def test_a_retried_cancelled_job_runs(queue: Queue, make_worker: Any) -> N
         ran.append(j.id)
 
     make_worker(process)
-    await state_is(queue, job.id, "failed")
+    await wait_for_state(queue, job.id, "failed")
 
     await queue.retry_job(job.id)
 
-    await state_is(queue, job.id, "completed")
+    await wait_for_state(queue, job.id, "completed")
     assert ran == [job.id]
 
 
@@ -181,8 +174,8 @@ async def test_ended_missing_or_bad_requests_write_nothing(
             raise RuntimeError("no")
 
     make_worker(process, dead_letter_queue=dlq.name)
-    await state_is(queue, done.id, "completed")
-    await state_is(queue, bad.id, "failed")
+    await wait_for_state(queue, done.id, "completed")
+    await wait_for_state(queue, bad.id, "failed")
     letter = await dead_letter_of(dlq, letter_source.id)
 
     for target, job_id in ((queue, done.id), (queue, bad.id), (dlq, letter.id)):

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, JobNotFoundError, JobStateError, Queue
 from lazarus.sync import Queue as SyncQueue
-from tests.conftest import wait_until
+from tests.conftest import wait_for_state, wait_until
 
 
 async def events_of(raw: aioredis.Redis, queue: Queue, job_id: str) -> list[dict[str, str]]:
@@ -88,10 +88,7 @@ async def test_a_processor_keeps_a_checkpoint_that_its_next_attempt_reads(
 
     make_worker(resume)
 
-    async def completed() -> bool:
-        return await queue.get_job_state(job.id) == "completed"
-
-    await wait_until(completed)
+    await wait_for_state(queue, job.id, "completed")
     # Then the second attempt started where the first one left off
     assert starts == [0, 40]
 
@@ -141,10 +138,7 @@ async def test_a_processor_checkpoint_keeps_to_the_worker_schema(
     job = await queue.add("n", {"id": 7})
     make_worker(checkpoint, schema=Order)
 
-    async def completed() -> bool:
-        return await queue.get_job_state(job.id) == "completed"
-
-    await wait_until(completed)
+    await wait_for_state(queue, job.id, "completed")
     assert len(refusals) == 1 and "data.step" in refusals[0]
     # The model went in its JSON form, as add stores one.
     assert json.loads(await raw.hget(queue.keys.job(job.id), "data")) == {"id": 7, "step": 1}
@@ -412,10 +406,7 @@ async def test_drain_removes_what_waits_and_leaves_the_rest(
 
     worker = make_worker(quick)
 
-    async def completed() -> bool:
-        return await queue.get_job_state(done.id) == "completed"
-
-    await wait_until(completed)
+    await wait_for_state(queue, done.id, "completed")
     await worker.close()
     await queue.add_bulk([{"name": "n", "job_id": f"w{i}"} for i in range(1_500)])
     await queue.add_bulk([{"name": "n", "job_id": f"p{i}", "priority": 2} for i in range(20)])

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
 from lazarus.tasks import Tasks
-from tests.conftest import keys_of, wait_until
+from tests.conftest import keys_of, wait_for_state
 
 
 def ms(moment: datetime) -> int:
@@ -65,10 +65,7 @@ async def test_a_job_runs_at_run_at_not_before(queue: Queue, make_worker: Any) -
     make_worker(record)
     job = await queue.add("report", None, run_at=run_at)
 
-    async def completed() -> bool:
-        return await queue.get_job_state(job.id) == "completed"
-
-    await wait_until(completed)
+    await wait_for_state(queue, job.id, "completed")
     finished = await queue.get_job(job.id)
     assert finished is not None and finished.processed_on is not None
     assert finished.processed_on >= ms(run_at)

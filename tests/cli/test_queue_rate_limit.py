@@ -9,7 +9,7 @@ from lazarus import Job, Queue
 from lazarus._keys import QueueKeys
 from lazarus._limiter import RateLimit
 from lazarus.job_options import MAX_DURATION_MS
-from tests.conftest import wait_until
+from tests.conftest import wait_for_state
 
 from .conftest import Invoke, MakeWorker, parsed
 
@@ -53,10 +53,7 @@ async def test_a_reached_limit_shows_when_its_window_ends_and_remove_ends_the_wi
 
     worker = make_worker(ok)
 
-    async def completed() -> bool:
-        return await queue.get_job_state(done.id) == "completed"
-
-    await wait_until(completed)
+    await wait_for_state(queue, done.id, "completed")
     await worker.close()
 
     # Then the limit is reached until the window ends

@@ -15,7 +15,7 @@ from lazarus import Job, Queue
 from lazarus._keys import QueueKeys
 from lazarus._limiter import RateLimit
 from lazarus.http import create_app
-from tests.conftest import wait_until
+from tests.conftest import wait_for_state
 
 from .conftest import MakeWorker, client_of, csrf_of
 from .test_security import sign_in
@@ -98,10 +98,7 @@ async def test_a_reached_window_shows_when_it_ends(
 
     worker = make_worker(ok)
 
-    async def completed() -> bool:
-        return await queue.get_job_state(added.id) == "completed"
-
-    await wait_until(completed)
+    await wait_for_state(queue, added.id, "completed")
     await worker.close()
 
     page = html.unescape((await client.get(PAGE)).text)

@@ -14,7 +14,7 @@ from lazarus import Job, Queue
 from lazarus._keys import QueueKeys
 from lazarus._limiter import RateLimit
 from lazarus.http import create_app
-from tests.conftest import wait_until
+from tests.conftest import wait_for_state
 
 from .conftest import MakeWorker
 
@@ -78,10 +78,7 @@ async def test_a_reached_window_shows_its_ttl_and_removing_the_limit_ends_it(
 
     worker = make_worker(ok)
 
-    async def completed() -> bool:
-        return await queue.get_job_state(added.id) == "completed"
-
-    await wait_until(completed)
+    await wait_for_state(queue, added.id, "completed")
     await worker.close()
 
     # Then the window is spent until it ends
