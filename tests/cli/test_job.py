@@ -18,8 +18,8 @@ async def test_promote_runs_a_delayed_job_now(queue: Queue, invoke: Invoke) -> N
 
     document = parsed(await invoke("job", "promote", "jobs", job.id, "--json"))
 
-    assert document == {"queue": "jobs", "id": job.id, "state": "waiting"}
-    assert await queue.get_job_state(job.id) == "paused"  # waiting, in a paused queue
+    assert document == {"queue": "jobs", "id": job.id, "state": "paused"}  # waits, paused
+    assert await queue.get_job_state(job.id) == "paused"
     again = await invoke("job", "promote", "jobs", job.id)
     assert again.exit_code == 1 and job.id in again.output
 
@@ -125,7 +125,7 @@ async def test_change_places_a_waiting_job_by_its_new_priority_and_data_null_is_
     result = await invoke("job", "change", "jobs", added.id, "--priority", "1", "--data", "null")
 
     assert result.exit_code == 0, result.output
-    assert f"job {added.id} of jobs: prioritized (changed data, priority)" in result.stdout
+    assert f"job {added.id} of jobs: paused (changed data, priority)" in result.stdout
     assert await raw.zscore(queue.keys.prioritized, added.id) is not None
     assert await raw.hget(queue.keys.job(added.id), "data") == "null"
 

@@ -87,7 +87,7 @@ async def test_operator_runs_delayed_jobs_now_from_the_queue_page(
 
     # When they run one now, Then it leaves the delayed jobs with a message
     await rows.first.get_by_role("button", name="Run now").click()
-    await expect(page.locator(".flash-ok")).to_contain_text("is waiting now")
+    await expect(page.locator(".flash-ok")).to_contain_text("is paused now")
     await expect(rows).to_have_count(2)
 
     # When they run the rest now in bulk (confirming first), Then the waiting jobs show, and

@@ -56,7 +56,7 @@ async def test_a_new_priority_places_a_waiting_job_again(
 
     shown = await change(client, added.id, priority="1", delay_s="")
 
-    assert "Changed the priority: the job is prioritized now." in shown.text
+    assert "Changed the priority: the job is paused now." in shown.text
     assert "flash-ok" in shown.text
     assert await raw.zscore(queue.keys.prioritized, added.id) is not None
     assert await raw.lrange(queue.keys.wait, 0, -1) == []

@@ -61,12 +61,15 @@ async def test_a_new_priority_places_a_waiting_job_again(
     second = await queue.add("n", None)
 
     up = await client.patch(f"/api/queues/jobs/jobs/{second.id}", json={"priority": 1})
-    assert (up.status_code, up.json()["state"], up.json()["priority"]) == (200, "prioritized", 1)
+    # A ready job of a paused queue is told paused, as get_job_state tells it
+    assert (up.status_code, up.json()["state"], up.json()["priority"]) == (200, "paused", 1)
     assert await raw.lrange(queue.keys.wait, 0, -1) == [first.id]
+    assert await raw.zscore(queue.keys.prioritized, second.id) is not None
 
     back = await client.patch(f"/api/queues/jobs/jobs/{second.id}", json={"priority": 0})
-    assert back.json()["state"] == "waiting"
+    assert back.json()["state"] == "paused"
     assert await raw.zscore(queue.keys.prioritized, second.id) is None
+    assert await raw.lrange(queue.keys.wait, 0, -1) == [second.id, first.id]
 
 
 @pytest.mark.parametrize(
