@@ -59,6 +59,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/queues/{name}/retry"): OP,
     ("POST", "/api/queues/{name}/promote"): OP,
     ("PATCH", "/api/queues/{name}/jobs/{id}"): OP,
+    ("POST", "/api/queues/{name}/jobs/{id}/cancel"): OP,
     ("GET", "/api/queues/{name}/workers"): V,
     ("GET", "/api/queues/{name}/metrics"): V,
     # a queue's limits across its workers

@@ -40,6 +40,7 @@ from . import (
     all_dead_letters,
     audit,
     bulk,
+    cancel,
     changes,
     dead_letters,
     lifecycle,
@@ -63,6 +64,7 @@ router.include_router(lifecycle.router)
 router.include_router(queues.router)
 router.include_router(retry.router)
 router.include_router(changes.router)
+router.include_router(cancel.router)
 router.include_router(limits.router)
 router.include_router(workers.router)
 router.include_router(throughput.router)
