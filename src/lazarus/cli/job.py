@@ -1,6 +1,6 @@
 """``lazarus job``: act on one job of a queue by hand — retry it (failed), run it now
-(delayed), change its data, priority or delay, or remove it — or run every delayed job of a
-queue now."""
+(delayed), change its data, priority or delay, cancel it (not ended), or remove it — or run
+every delayed job of a queue now."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from .._cancelling import DEFAULT_REASON, reason_value
 from .._keys import validate_job_id
 from ..errors import JobStateError
 from ..job_options import MAX_DURATION_MS, MAX_PRIORITY
@@ -37,6 +38,7 @@ def job() -> None:
       lazarus job retry payments 42
       lazarus job promote payments 42
       lazarus job change payments 42 --priority 1
+      lazarus job cancel payments 42 --reason "the customer withdrew"
       lazarus job remove payments 42
       lazarus job promote-all payments --dry-run
     """
@@ -182,3 +184,57 @@ def change(
         emit_json({"queue": queue_name, "id": job_id, "state": state, "changed": list(changes)})
         return
     _render.console().print(f"job {job_id} of {queue_name}: {state} (changed {', '.join(changes)})")
+
+
+# What a cancelled job's state means: when it fails (Queue.cancel_job)
+CANCEL_NOTES = {
+    "active": "its worker stops it at its next lease renewal",
+    "waiting": "the next worker to claim it fails it without running it",
+    "paused": "the next worker to claim it, once the queue is resumed, fails it without running it",
+}
+
+
+def _reason(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A click callback: ``value`` if ``cancel_job`` takes it as a reason."""
+    try:
+        return reason_value(value)
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+@job.command()
+@QUEUE_ARGUMENT
+@id_argument()
+@click.option(
+    "--reason", default=DEFAULT_REASON, show_default=True, callback=_reason,
+    help="The message the job fails with (at most 4096 bytes of JSON).",
+)  # fmt: skip
+@JSON_OPTION
+@URL_OPTION
+@PREFIX_OPTION
+def cancel(
+    queue_name: str, job_id: str, reason: str, as_json: bool, redis_url: str, prefix: str
+) -> None:
+    """Cancel job ID of QUEUE, which has not ended: it fails with JobCancelledError, not
+    retried, where its failures go (its dead letter queue with reason `cancelled`, or
+    failed). A running job's worker stops it at its next lease renewal (within half the lock
+    duration, 15 s by default); a job that waits, is prioritized or delayed is put first in
+    line, and the next worker to claim it fails it without running it. Fails for a job that
+    has ended. Prints the job's state afterwards.
+
+    \b
+    Examples:
+      lazarus job cancel payments 42
+      lazarus job cancel payments 42 --reason "the customer withdrew"
+    """
+
+    async def work(ops: Operators) -> str:
+        return await (await open_queue(ops, queue_name)).cancel_job(job_id, reason)
+
+    state = run(redis_url, prefix, work)
+    if as_json:
+        emit_json({"queue": queue_name, "id": job_id, "state": state, "reason": reason})
+        return
+    note = CANCEL_NOTES.get(state)
+    told = f"job {job_id} of {queue_name}: {state}"
+    _render.console().print(f"{told}: {note}" if note else told)
