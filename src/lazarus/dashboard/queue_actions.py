@@ -1,6 +1,6 @@
 """What the dashboard changes about a queue: pause and resume it, retry failed jobs and run
-delayed jobs now, one by one or all at once, clean old jobs, drain the waiting ones, remove a
-schedule.
+delayed jobs now, one by one or all at once, cancel a job that has not ended, clean old jobs,
+drain the waiting ones, remove a schedule.
 
 Each is a POST (CSRF-checked by the route class) answering with a 303 to the queue's page,
 the outcome in ``flash``. The ones that touch many jobs have a GET page first that says how
@@ -16,6 +16,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from .._cancelling import DEFAULT_REASON
 from ..errors import LazarusError
 from ..queue import Queue
 from .queue_pages import missing
@@ -106,6 +107,31 @@ async def promote_job(request: Request, name: str, job_id: str) -> Response:
         return f"Job {job_id} is {state} now.", f"Promoted: the job is {state} now."
 
     return await job_action(request, name, job_id, "delayed", "promote", promote)
+
+
+# What the state a cancelled job is in means: when it fails (Queue.cancel_job)
+CANCELLED = {
+    "active": "is active: its worker stops it at its next lease renewal",
+    "waiting": "fails as cancelled when a worker next claims it, without running it",
+    "paused": "fails as cancelled when a worker next claims it, once the queue is resumed",
+}
+CANCELLABLE = ("waiting", "paused", "prioritized", "delayed", "active")
+
+
+@router.post("/jobs/{job_id}/cancel")
+async def cancel_job(request: Request, name: str, job_id: str) -> Response:
+    """Cancel one job that has not ended, for the form's ``reason`` (``cancelled`` when
+    left empty); back to the jobs of the state the form came from, or to the job's page."""
+    form = await fields(request)
+    came_from = form.get("state", "")
+
+    async def cancel(queue: Queue) -> tuple[str, str]:
+        state = await queue.cancel_job(job_id, form.get("reason", "").strip() or DEFAULT_REASON)
+        told = f"Job {job_id} {CANCELLED.get(state, f'is {state}')}."
+        return told, told
+
+    state = came_from if came_from in CANCELLABLE else "active"
+    return await job_action(request, name, job_id, state, "cancel", cancel)
 
 
 @router.post("/schedules/remove")
