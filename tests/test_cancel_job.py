@@ -189,7 +189,8 @@ async def test_ended_missing_or_bad_requests_write_nothing(
 
     waiting = await queue.add("n", None, delay=60_000)
     before = await job_snapshot(raw, queue, waiting.id)
-    for reason, kind in (("", ValueError), (None, TypeError), ("x" * 5000, ValueError)):
+    bad = [("", ValueError), (None, TypeError), ("x" * 5000, ValueError), ("é" * 2100, ValueError)]
+    for reason, kind in bad:  # "é" * 2100: 2,102 characters, 4,202 bytes of JSON
         with pytest.raises(kind, match="reason"):
             await queue.cancel_job(waiting.id, reason)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="job_id"):

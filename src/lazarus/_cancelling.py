@@ -34,7 +34,7 @@ def reason_value(reason: object) -> str:
         raise TypeError(f"reason must be a str, not {type(reason).__name__}")
     if not reason:
         raise ValueError("reason must not be empty")
-    size = len(_codec.encode(reason, field="reason"))
+    size = len(_codec.encode(reason, field="reason").encode())
     if size > DEFAULT_MAX_ERROR_BYTES:
         limit = DEFAULT_MAX_ERROR_BYTES
         raise ValueError(f"reason must be at most {limit} bytes of JSON, got {size}")

@@ -157,6 +157,7 @@ async def test_an_ended_job_is_a_409_and_nothing_is_written(
         ('{"reason": null}', "reason", "valid string"),
         ('{"reason": 5}', "reason", "valid string"),
         ('{"reason": "' + "x" * 5000 + '"}', "reason", "reason must be at most 4096 bytes"),
+        ('{"reason": "' + "é" * 2100 + '"}', "reason", "at most 4096 bytes of JSON, got 4202"),
         ('{"reason": "x", "why": "y"}', "why", "Extra inputs"),
         ('{"reason": ', "body", "not valid JSON"),
         ('["x"]', "body", "valid dictionary"),
