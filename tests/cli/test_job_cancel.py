@@ -9,16 +9,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
-from tests.conftest import job_snapshot, wait_until
+from tests.conftest import job_snapshot, wait_for_state, wait_until
 
 from .conftest import Invoke, MakeWorker, dead_letter, parsed
-
-
-async def state_is(queue: Queue, job_id: str, state: str) -> None:
-    async def reached() -> bool:
-        return await queue.get_job_state(job_id) == state
-
-    await wait_until(reached, message=f"job {job_id} {state}")
 
 
 async def test_a_waiting_job_is_cancelled_and_a_worker_fails_it_without_running_it(
@@ -40,8 +33,8 @@ async def test_a_waiting_job_is_cancelled_and_a_worker_fails_it_without_running_
         ran.append(j.id)
 
     make_worker(process, concurrency=1, dead_letter_queue=None)
-    await state_is(queue, second.id, "failed")
-    await state_is(queue, first.id, "completed")
+    await wait_for_state(queue, second.id, "failed")
+    await wait_for_state(queue, first.id, "completed")
     assert ran == [first.id]
     failed = await queue.get_job(second.id)
     assert failed is not None
@@ -105,7 +98,7 @@ async def test_an_ended_job_a_missing_one_or_a_missing_queue_exits_1_and_writes_
     (letter,) = await dead_letter(queue, make_worker, ("charge", {"n": 1}))
     done = await queue.add("ok", None)
     worker = make_worker(lambda j: None)
-    await state_is(queue, done.id, "completed")
+    await wait_for_state(queue, done.id, "completed")
     await worker.close()
 
     for target, job_id in ((queue, done.id), (dlq, letter)):

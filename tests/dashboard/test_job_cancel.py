@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
 from lazarus.http import create_app
-from tests.conftest import job_snapshot, wait_until
+from tests.conftest import job_snapshot, wait_for_state
 
 from .conftest import MakeWorker, client_of, csrf_of, dead_letter
 from .test_security import sign_in
@@ -39,13 +39,6 @@ async def cancel(
     return location, html.unescape((await client.get(location)).text)
 
 
-async def state_is(queue: Queue, job_id: str, state: str) -> None:
-    async def reached() -> bool:
-        return await queue.get_job_state(job_id) == state
-
-    await wait_until(reached, message=f"job {job_id} {state}")
-
-
 async def running(queue: Queue, make_worker: MakeWorker) -> tuple[Job, asyncio.Event]:
     """A job a real worker runs until it is cancelled (a lease of 1 s: the worker reads the
     request every 0.5 s); the job, and an event set when its processor was stopped."""
@@ -71,7 +64,7 @@ async def test_a_job_that_has_not_ended_offers_cancel_an_ended_one_or_a_dead_let
     (letter,) = await dead_letter(make_worker, queue, [("charge", {"error": "ValueError"})])
     done = await queue.add("ok", None)
     worker = make_worker(lambda j: None)
-    await state_is(queue, done.id, "completed")
+    await wait_for_state(queue, done.id, "completed")
     await worker.close()
     await queue.pause()
     waiting = await queue.add("n", None)
@@ -103,8 +96,8 @@ async def test_a_waiting_job_cancelled_from_its_page_fails_with_the_reason_witho
         ran.append(j.id)
 
     make_worker(process, concurrency=1, dead_letter_queue=None)
-    await state_is(queue, second.id, "failed")
-    await state_is(queue, first.id, "completed")
+    await wait_for_state(queue, second.id, "failed")
+    await wait_for_state(queue, first.id, "completed")
     assert ran == [first.id]
     failed = await queue.get_job(second.id)
     assert failed is not None
@@ -122,7 +115,7 @@ async def test_an_empty_reason_cancels_as_cancelled_and_a_paused_queue_is_said(
     assert "once the queue is resumed" in shown
     make_worker(lambda j: None, dead_letter_queue=None)
     await queue.resume()
-    await state_is(queue, added.id, "failed")
+    await wait_for_state(queue, added.id, "failed")
     stored = await queue.get_job(added.id)
     assert stored is not None and stored.failed_reason == "cancelled"
 
@@ -140,7 +133,7 @@ async def test_an_active_job_is_cancelled_from_its_row_and_its_worker_stops_it(
     assert location.startswith(f"{QUEUE_PAGE}?") and "state=active" in location
     assert f"Job {added.id} is active: its worker stops it at its next lease renewal" in shown
     await asyncio.wait_for(stopped.wait(), 10)
-    await state_is(queue, added.id, "failed")
+    await wait_for_state(queue, added.id, "failed")
     stored = await queue.get_job(added.id)
     assert stored is not None and stored.error_type == "JobCancelledError"
 
@@ -178,7 +171,7 @@ async def test_an_ended_job_or_a_missing_one_is_an_error_notice_and_writes_nothi
 ) -> None:
     done = await queue.add("ok", None)
     worker = make_worker(lambda j: None)
-    await state_is(queue, done.id, "completed")
+    await wait_for_state(queue, done.id, "completed")
     await worker.close()
     before = await job_snapshot(raw, queue, done.id)
 

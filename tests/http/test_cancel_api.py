@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
 from lazarus.http import create_app
-from tests.conftest import job_snapshot, wait_until
+from tests.conftest import job_snapshot, wait_for_state, wait_until
 
 from .conftest import DLQ, MakeWorker, dead_letter, job
 
@@ -21,13 +21,6 @@ VIEWER = "viewer-token-0123456789"
 
 def url(job_id: str, queue: str = "jobs") -> str:
     return f"/api/queues/{queue}/jobs/{job_id}/cancel"
-
-
-async def state_is(queue: Queue, job_id: str, state: str) -> None:
-    async def reached() -> bool:
-        return await queue.get_job_state(job_id) == state
-
-    await wait_until(reached, message=f"job {job_id} {state}")
 
 
 @pytest.fixture
@@ -64,8 +57,8 @@ async def test_a_waiting_job_is_cancelled_and_a_worker_fails_it_without_running_
         ran.append(j.id)
 
     make_worker(process, concurrency=1, dead_letter_queue=None)
-    await state_is(queue, second.id, "failed")
-    await state_is(queue, first.id, "completed")
+    await wait_for_state(queue, second.id, "failed")
+    await wait_for_state(queue, first.id, "completed")
     assert ran == [first.id]
     failed = (await client.get(f"/api/queues/jobs/jobs/{second.id}")).json()
     assert (failed["state"], failed["errorType"], failed["failedReason"]) == (
@@ -85,7 +78,7 @@ async def test_without_a_body_a_paused_queue_s_job_is_cancelled_as_cancelled(
     assert response.json()["state"] == "paused"
     make_worker(lambda j: None, dead_letter_queue=None)
     await queue.resume()
-    await state_is(queue, added.id, "failed")
+    await wait_for_state(queue, added.id, "failed")
     stored = await queue.get_job(added.id)
     assert stored is not None and stored.failed_reason == "cancelled"
 
@@ -135,7 +128,7 @@ async def test_an_ended_job_is_a_409_and_nothing_is_written(
     (letter,) = await dead_letter(make_worker, queue, [job("n", "a")])
     done = await queue.add("ok", None)
     worker = make_worker(lambda j: None)
-    await state_is(queue, done.id, "completed")
+    await wait_for_state(queue, done.id, "completed")
     await worker.close()
 
     for target, job_id in ((queue, done.id), (dlq, letter)):
