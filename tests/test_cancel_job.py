@@ -42,14 +42,15 @@ async def test_a_running_job_is_stopped_and_dead_lettered_as_cancelled(
                 raise
         return "done"
 
-    # A lease of 1 s: the worker renews it, and reads the request, every 0.5 s
-    make_worker(process, concurrency=1, lock_duration=1000, dead_letter_queue=dlq.name)
+    # The default lease of 30 s, renewed every 15 s: the worker looks for cancelled running
+    # jobs every 0.5 s and renews at once when there are some
+    make_worker(process, concurrency=1, dead_letter_queue=dlq.name)
     job = await queue.add("forever", {"n": 1}, attempts=5)
     await asyncio.wait_for(started.wait(), 10)
 
     assert await queue.cancel_job(job.id, "the customer withdrew") == "active"
 
-    await asyncio.wait_for(stopped.wait(), 10)
+    await asyncio.wait_for(stopped.wait(), 5)
     letter = await dead_letter_of(dlq, job.id)
     assert letter.dead_letter is not None
     assert letter.dead_letter.reason == "cancelled"

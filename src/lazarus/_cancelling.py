@@ -4,7 +4,8 @@ A cancelled job ends as a failure that is not retried, :class:`~lazarus.JobCance
 recorded by a worker with the outcome scripts of every other failure, so that it lands where
 the job's failures go (its dead letter queue with reason ``cancelled``, its replay's dead
 letter, or ``failed``), once. A running job's worker reads the request when it next renews
-its leases (every half lease, 15 s by default) and stops the processor; a job that waits is
+its leases, at once when it sees the queue's ``cancels`` count move (it looks every 0.5 s),
+and stops the processor; a job that waits is
 put first in line, and the worker that claims it records the failure without running it.
 """
 
@@ -56,13 +57,14 @@ class CancellingMixin:
         The job fails with :class:`~lazarus.JobCancelledError` (``reason`` its message),
         which is not retried: it goes where the job's failures go, a dead letter queue with
         reason ``cancelled`` or ``failed``. A running job (``active``) is stopped by its
-        worker when the worker next renews its leases, within half the lock duration (15 s by
-        default); a plain-function processor's thread cannot be stopped and is abandoned, as
-        on a timeout. A waiting, prioritized or delayed job is put first in line
-        (``waiting``, or ``paused`` while the queue is paused), and the next worker to claim
-        it records the failure without running it. Raises ``JobNotFoundError``, or
-        ``JobStateError`` for a job that has ended (completed, failed, a dead letter): nothing
-        is written. Records ``cancelling`` (jobId, reason)."""
+        worker when the worker next renews its leases, within about a second (the workers
+        running jobs look for cancelled ones every 0.5 s); a plain-function processor's
+        thread cannot be stopped and is abandoned, as on a timeout. A waiting, prioritized or
+        delayed job is put first in line (``waiting``, or ``paused`` while the queue is
+        paused), and the next worker to claim it records the failure without running it.
+        Raises ``JobNotFoundError``, or ``JobStateError`` for a job that has ended
+        (completed, failed, a dead letter): nothing is written. Records ``cancelling``
+        (jobId, reason)."""
         validate_job_id(job_id)
         reason = reason_value(reason)
         k = self.keys

@@ -32,6 +32,8 @@ Cluster slot (a name that opens with a tag of its own, ``{payments}-dlq``, is us
     <prefix>:{<queue>}:limiter      STRING jobs started in the rate limit's window (PX = its end)
     <prefix>:{<queue>}:metrics      HASH   jobs completed / failed for good, per minute and in
                                            all (includes/metrics.lua)
+    <prefix>:{<queue>}:cancels      STRING running jobs cancel_job asked to stop, a count the
+                                           workers running jobs read every 0.5 s
     <prefix>:{<queue>}:logs:<id>    LIST   one job's log lines, oldest first
     <prefix>:{<queue>}:de:<id>      STRING the job holding a deduplication id (PX = its ttl)
     <prefix>:{<queue>}:dl:retention STRING the retention policy (JSON)
@@ -335,6 +337,12 @@ class QueueKeys:
     def limiter(self) -> str:
         """The count of the rate limit's current window (built in Lua too, from ``meta``)."""
         return self.base + "limiter"
+
+    @property
+    def cancels(self) -> str:
+        """How many running jobs ``cancel_job`` asked to stop, so that their workers look at
+        once (built in Lua too, from ``meta``)."""
+        return self.base + "cancels"
 
     @property
     def metrics(self) -> str:

@@ -27,6 +27,9 @@ SWEEP_BATCH = 100
 SETTLE_SAMPLE = 100  # processing dead letters a sweep looks at
 
 
+CANCEL_POLL = 0.5  # seconds between looks for cancelled running jobs while jobs run
+
+
 class LeaseKeeper:
     """Renews this worker's leases and sweeps the queue for stalled jobs."""
 
@@ -47,6 +50,7 @@ class LeaseKeeper:
         self._max_stalled = max_stalled_count
         self._on_lost = on_lost
         self._on_cancel = on_cancel
+        self._cancels_seen: object = None  # the queue's cancels count at the last renewal
         self._on_error = on_error
         self._stop = asyncio.Event()
         self._renewing = Incident(log, f"queue {ctx.keys.queue}: lease renewal")
@@ -66,7 +70,8 @@ class LeaseKeeper:
         for job_id, token in held.items():
             args += [job_id, token]
         keys = [self._ctx.keys.leases, self._ctx.keys.job_prefix]
-        lost, cancelled = await _scripts.load("extend_locks")(self._ctx.client, keys, args)
+        script = _scripts.load("extend_locks")
+        lost, cancelled, self._cancels_seen = await script(self._ctx.client, keys, args)
         for gone in lost:
             job_id = _text(gone)
             self._on_lost(job_id, held[job_id])
@@ -131,10 +136,32 @@ class LeaseKeeper:
                 pause = min(pause, self._renewing.backoff())
             if loop.time() >= next_sweep and await self._attempt(self.sweep, self._sweeping):
                 next_sweep = loop.time() + self._stalled_interval
+            await self._wait(pause)
+
+    async def _wait(self, pause: float) -> None:
+        """Wait up to ``pause`` seconds: less when stopped, or when a job of the queue was
+        cancelled while this worker runs some (``cancel_job`` counts it in the queue's
+        ``cancels`` key, read every :data:`CANCEL_POLL` seconds): the renewal that follows
+        reads which, and a cancelled processor stops within about that."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + pause
+        while not self._stop.is_set() and (left := until - loop.time()) > 0:
             # An event, not a bare sleep: cancelling a task inside a Redis call is not always
             # delivered, and stop() must not wait a whole renew period.
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), pause)
+                await asyncio.wait_for(self._stop.wait(), min(left, CANCEL_POLL))
+            if self._held() and await self._cancels_changed():
+                return
+
+    async def _cancels_changed(self) -> bool:
+        """Whether the queue's count of cancelled running jobs moved since the last renewal
+        read it (which read every request made before). An unreadable count: no; the
+        renewal's own retries report the outage."""
+        try:
+            seen = await self._ctx.client.get(self._ctx.keys.cancels)
+        except Exception:
+            return False
+        return _text(seen or "") != _text(self._cancels_seen or "")
 
     async def _attempt(self, step: Callable[[], Awaitable[object]], incident: Incident) -> bool:
         try:

@@ -814,7 +814,7 @@ async def test_extend_locks_renews_leases_while_redis_is_at_its_memory_limit(
         lost = await call(raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", token])
 
     # Then the lease is renewed: renewal grows nothing, so the limit must not stop it
-    assert lost == [[], []]
+    assert lost == [[], [], None]
     assert await raw.zscore(k.leases, "a") == NOW + 99_000
 
 
@@ -829,7 +829,7 @@ async def test_extend_locks_renews_held_leases_and_reports_lost_ones(
         raw, "extend_locks", [k.leases, k.job_prefix], [NOW + 99_000, "a", token, "b", "stolen:1"]
     )
 
-    assert lost == [["b"], []]
+    assert lost == [["b"], [], None]
     assert await raw.zscore(k.leases, "a") == NOW + 99_000
     assert await raw.zscore(k.leases, "b") == NOW + 30_000
 
@@ -849,7 +849,7 @@ async def test_extend_locks_reports_the_held_jobs_asked_to_stop(
     )  # fmt: skip
 
     # Still renewed: its worker records the cancellation as the attempt's outcome
-    assert reply == [[], ["a", "not needed any more"]]
+    assert reply == [[], ["a", "not needed any more"], None]
     assert await raw.zscore(k.leases, "a") == NOW + 99_000
 
 

@@ -4,9 +4,10 @@
   outcome scripts it uses for every failure, so that a cancelled job lands where the job's
   failures go (its dead letter queue, its replay's dead letter, failed) and nothing of that
   is done twice.
-  - active: the job's hash is marked ('cancel' = reason); the worker that runs it reads the
-    mark when it renews its leases (extend_locks.lua), stops the processor and records the
-    failure. A worker that dies meanwhile leaves the job to the stall sweep, and the worker
+  - active: the job's hash is marked ('cancel' = reason) and the queue's 'cancels' count
+    goes up; the workers running jobs read the count every 0.5 s and renew their leases when
+    it moved, and the one that runs the job reads the mark there (extend_locks.lua), stops
+    the processor and records the failure. A worker that dies meanwhile leaves the job to the stall sweep, and the worker
     that claims it again reads the mark and runs nothing.
   - waiting, prioritized or delayed: marked, and put first in line (the claim end of the wait
     list), so that the next claim takes it and its worker records the failure at once,
@@ -48,6 +49,7 @@ if redis.call('EXISTS', key) == 0 then return -1 end
 if redis.call('HEXISTS', key, 'dlq:sourceQueue') == 1 then return -6 end
 if redis.call('ZSCORE', q.leases, id) then
   redis.call('HSET', key, 'cancel', reason)
+  redis.call('INCR', string.sub(q.meta, 1, -5) .. 'cancels')  -- workers running jobs look now
   emit(q.events, maxlen, 'cancelling', 'jobId', id, 'reason', reason)
   return 'active'
 end

@@ -7,9 +7,11 @@
   ARGV[1]  expires_at       new lease expiry (ms)
   ARGV[2..] id, token       pairs, one per job the worker runs
 
-  Returns: {lost, cancelled}: the ids whose lock the worker no longer holds (stalled and
-           taken back), and {id, reason, ...} of the jobs it still holds that cancel_job.lua
-           asked to stop (their leases are renewed: the worker records them as cancelled).
+  Returns: {lost, cancelled, cancels}: the ids whose lock the worker no longer holds
+           (stalled and taken back); {id, reason, ...} of the jobs it still holds that
+           cancel_job.lua asked to stop (their leases are renewed: the worker records them as
+           cancelled); and the queue's count of such requests ('<prefix>:{<queue>}:cancels',
+           false for none), which the worker then watches for the next.
   Events:  none
 
   Renewal must go on while Redis is at its memory limit, or healthy jobs stall: it only
@@ -33,4 +35,4 @@ for i = 2, #ARGV, 2 do
     lost[#lost + 1] = id
   end
 end
-return {lost, cancelled}
+return {lost, cancelled, redis.call('GET', string.sub(KEYS[2], 1, -5) .. 'cancels')}

@@ -217,10 +217,10 @@ def cancel(
 ) -> None:
     """Cancel job ID of QUEUE, which has not ended: it fails with JobCancelledError, not
     retried, where its failures go (its dead letter queue with reason `cancelled`, or
-    failed). A running job's worker stops it at its next lease renewal (within half the lock
-    duration, 15 s by default); a job that waits, is prioritized or delayed is put first in
-    line, and the next worker to claim it fails it without running it. Fails for a job that
-    has ended. Prints the job's state afterwards.
+    failed). A running job's worker stops it at its next lease renewal (within about a
+    second: it looks for cancelled running jobs every 0.5 s); a job that waits, is
+    prioritized or delayed is put first in line, and the next worker to claim it fails it
+    without running it. Fails for a job that has ended. Prints the job's state afterwards.
 
     \b
     Examples:

@@ -57,9 +57,10 @@ async def cancel_job(
     body: Annotated[JobCancelIn | None, Body()] = None,
 ) -> JobOut:
     """Make the job fail with JobCancelledError (not retried), where its failures go; answers
-    the job. ``active``: its worker stops it when it next renews its leases (within half the
-    lock duration). ``waiting`` or ``paused``: it is first in line, and the next worker to
-    claim it records the failure without running it. 409 for a job that has ended."""
+    the job. ``active``: its worker stops it when it next renews its leases (within about a
+    second: it looks for cancelled running jobs every 0.5 s). ``waiting`` or ``paused``: it
+    is first in line, and the next worker to claim it records the failure without running
+    it. 409 for a job that has ended."""
     reason = DEFAULT_REASON if body is None else body.reason
     await existing_queue(ops, name)
     queue = ops.queue(name)

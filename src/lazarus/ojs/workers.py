@@ -131,7 +131,7 @@ async def heartbeat(
         if token:
             keys = backend.keys(queue)
             lease = visibility_ms or int(record.get("lease_ms") or DEFAULT_VISIBILITY_MS)
-            lost, _ = await _scripts.load("extend_locks")(
+            lost, *_ = await _scripts.load("extend_locks")(
                 backend.client, [keys.leases, keys.job_prefix],
                 [backend.now() + lease, job_id, token],
             )  # fmt: skip
