@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from lazarus import Queue, Worker
+from lazarus import Job, Queue, Worker
 from lazarus._connection import connect
 from lazarus.embedded import EmbeddedRedis
 
@@ -121,6 +121,39 @@ async def wait_for_state(queue: Queue, job_id: str, state: str, timeout: float =
         return await queue.get_job_state(job_id) == state
 
     await wait_until(reached, timeout, f"job {job_id} of {queue.name} {state}")
+
+
+async def dead_letter_of(dlq: Queue, job_id: str) -> Job:
+    """The dead letter in ``dlq`` of job ``job_id``, once it is there."""
+
+    async def arrived() -> bool:
+        return await dlq.find_dead_letter_by_original_id(job_id) is not None
+
+    await wait_until(arrived, message=f"a dead letter of {job_id} in {dlq.name}")
+    letter = await dlq.find_dead_letter_by_original_id(job_id)
+    assert letter is not None
+    return letter
+
+
+async def run_until_stopped(
+    queue: Queue, make_worker: Callable[..., Worker], **options: Any
+) -> tuple[Job, asyncio.Event]:
+    """A job that a real worker (one slot, a lease of 1 s: ``options`` for the rest) runs
+    until its processor is cancelled; the job once running, and an event set on the cancel."""
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def forever(_: Job) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+
+    make_worker(forever, concurrency=1, lock_duration=1000, **options)
+    added = await queue.add("forever", None, attempts=3)
+    await asyncio.wait_for(started.wait(), 10)
+    return added, stopped
 
 
 async def keys_of(raw: aioredis.Redis, prefix: str) -> set[str]:

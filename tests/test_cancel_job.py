@@ -12,17 +12,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, JobCancelledError, JobNotFoundError, JobStateError, Queue
 from lazarus.sync import Queue as SyncQueue
-from tests.conftest import job_snapshot, wait_for_state, wait_until
-
-
-async def dead_letter_of(dlq: Queue, job_id: str) -> Job:
-    async def arrived() -> bool:
-        return await dlq.find_dead_letter_by_original_id(job_id) is not None
-
-    await wait_until(arrived, message=f"a dead letter of {job_id}")
-    letter = await dlq.find_dead_letter_by_original_id(job_id)
-    assert letter is not None
-    return letter
+from tests.conftest import dead_letter_of, job_snapshot, wait_for_state, wait_until
 
 
 async def test_a_running_job_is_stopped_and_dead_lettered_as_cancelled(

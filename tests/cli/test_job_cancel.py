@@ -9,7 +9,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
-from tests.conftest import job_snapshot, wait_for_state, wait_until
+from tests.conftest import (
+    dead_letter_of,
+    job_snapshot,
+    run_until_stopped,
+    wait_for_state,
+)
 
 from .conftest import Invoke, MakeWorker, dead_letter, parsed
 
@@ -59,20 +64,7 @@ async def test_a_paused_queue_s_job_is_told_paused_and_the_reason_defaults(
 async def test_a_running_job_is_told_active_and_its_worker_stops_it(
     queue: Queue, dlq: Queue, invoke: Invoke, make_worker: MakeWorker
 ) -> None:
-    started, stopped = asyncio.Event(), asyncio.Event()
-
-    async def forever(_: Job) -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            stopped.set()
-            raise
-
-    # A lease of 1 s: the worker renews it, and reads the request, every 0.5 s
-    make_worker(forever, concurrency=1, lock_duration=1000, dead_letter_queue="jobs-dlq")
-    added = await queue.add("n", None, attempts=3)
-    await asyncio.wait_for(started.wait(), 10)
+    added, stopped = await run_until_stopped(queue, make_worker, dead_letter_queue="jobs-dlq")
 
     result = await invoke("job", "cancel", "jobs", added.id, "--reason", "withdrawn")
 
@@ -80,13 +72,8 @@ async def test_a_running_job_is_told_active_and_its_worker_stops_it(
     told = f"job {added.id} of jobs: active: its worker stops it at its next lease renewal"
     assert told in result.stdout
     await asyncio.wait_for(stopped.wait(), 10)
-
-    async def dead_lettered() -> bool:
-        return await dlq.find_dead_letter_by_original_id(added.id) is not None
-
-    await wait_until(dead_lettered)
-    letter = await dlq.find_dead_letter_by_original_id(added.id)
-    assert letter is not None and letter.dead_letter is not None
+    letter = await dead_letter_of(dlq, added.id)
+    assert letter.dead_letter is not None
     assert (letter.dead_letter.reason, letter.dead_letter.failed_reason) == (
         "cancelled", "withdrawn",
     )  # fmt: skip

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
 from lazarus.http import create_app
-from tests.conftest import job_snapshot, wait_for_state
+from tests.conftest import job_snapshot, run_until_stopped, wait_for_state
 
 from .conftest import MakeWorker, client_of, csrf_of, dead_letter
 from .test_security import sign_in
@@ -37,25 +37,6 @@ async def cancel(
     assert response.status_code == 303, response.text
     location = response.headers["location"]
     return location, html.unescape((await client.get(location)).text)
-
-
-async def running(queue: Queue, make_worker: MakeWorker) -> tuple[Job, asyncio.Event]:
-    """A job a real worker runs until it is cancelled (a lease of 1 s: the worker reads the
-    request every 0.5 s); the job, and an event set when its processor was stopped."""
-    started, stopped = asyncio.Event(), asyncio.Event()
-
-    async def forever(_: Job) -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            stopped.set()
-            raise
-
-    make_worker(forever, concurrency=1, lock_duration=1000, dead_letter_queue=None)
-    added = await queue.add("forever", None, attempts=3)
-    await asyncio.wait_for(started.wait(), 10)
-    return added, stopped
 
 
 async def test_a_job_that_has_not_ended_offers_cancel_an_ended_one_or_a_dead_letter_does_not(
@@ -123,7 +104,7 @@ async def test_an_empty_reason_cancels_as_cancelled_and_a_paused_queue_is_said(
 async def test_an_active_job_is_cancelled_from_its_row_and_its_worker_stops_it(
     client: httpx.AsyncClient, queue: Queue, make_worker: MakeWorker
 ) -> None:
-    added, stopped = await running(queue, make_worker)
+    added, stopped = await run_until_stopped(queue, make_worker, dead_letter_queue=None)
     rows = (await client.get(f"{QUEUE_PAGE}?state=active")).text
     assert cancel_form(added.id) in rows
     assert cancel_form(added.id) in (await client.get(page_of(added.id))).text
@@ -202,7 +183,7 @@ async def test_a_form_without_csrf_or_for_an_unknown_queue_is_refused(
 async def test_a_viewer_sees_no_cancel_and_cannot_post_one(
     redis_url: str, prefix: str, queue: Queue, make_worker: MakeWorker, raw: aioredis.Redis
 ) -> None:
-    added, _ = await running(queue, make_worker)
+    added, _ = await run_until_stopped(queue, make_worker, dead_letter_queue=None)
     waiting = await queue.add("n", None)
     before = await job_snapshot(raw, queue, waiting.id)
     viewer = "v" * 20

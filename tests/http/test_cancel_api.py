@@ -12,7 +12,12 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue
 from lazarus.http import create_app
-from tests.conftest import job_snapshot, wait_for_state, wait_until
+from tests.conftest import (
+    dead_letter_of,
+    job_snapshot,
+    run_until_stopped,
+    wait_for_state,
+)
 
 from .conftest import DLQ, MakeWorker, dead_letter, job
 
@@ -86,33 +91,15 @@ async def test_without_a_body_a_paused_queue_s_job_is_cancelled_as_cancelled(
 async def test_a_running_job_is_answered_active_and_its_worker_stops_it(
     client: httpx.AsyncClient, queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:
-    started, stopped = asyncio.Event(), asyncio.Event()
-
-    async def forever(_: Job) -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            stopped.set()
-            raise
-
-    # A lease of 1 s: the worker renews it, and reads the request, every 0.5 s
-    make_worker(forever, concurrency=1, lock_duration=1000, dead_letter_queue=DLQ)
-    added = await queue.add("n", None, attempts=3)
-    await asyncio.wait_for(started.wait(), 10)
+    added, stopped = await run_until_stopped(queue, make_worker, dead_letter_queue=DLQ)
 
     response = await client.post(url(added.id), json={"reason": "withdrawn"})
 
     assert response.status_code == 200, response.text
     assert response.json()["state"] == "active"
     await asyncio.wait_for(stopped.wait(), 10)
-
-    async def dead_lettered() -> bool:
-        return await dlq.find_dead_letter_by_original_id(added.id) is not None
-
-    await wait_until(dead_lettered)
-    letter = await dlq.find_dead_letter_by_original_id(added.id)
-    assert letter is not None and letter.dead_letter is not None
+    letter = await dead_letter_of(dlq, added.id)
+    assert letter.dead_letter is not None
     assert (letter.dead_letter.reason, letter.dead_letter.failed_reason) == (
         "cancelled", "withdrawn",
     )  # fmt: skip
