@@ -23,6 +23,7 @@ def test_public_api_is_exactly_these_names() -> None:
         "Job",
         "JobCancelledError",
         "JobExistsError",
+        "JobExpiredError",
         "JobFailedError",
         "JobLogs",
         "JobNotFoundError",

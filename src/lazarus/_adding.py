@@ -32,7 +32,9 @@ BULK_IN_FLIGHT = 8
 _ADD_KEYS = {
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
     "remove_on_complete", "remove_on_fail", "timeout", "deduplication", "on_exhaustion", "run_at",
+    "expires", "expires_at",
 }  # fmt: skip
+_TIMES = ("run_at", "expires_at")  # moments, resolved into waits from the add's clock
 
 
 class QueueAddingMixin:
@@ -72,10 +74,15 @@ class QueueAddingMixin:
         job_id = options.get("job_id")
         job_id = new_id() if job_id is None else validate_job_id(job_id)
         dedup = Deduplication.parse(options.get("deduplication"))
-        if options.get("run_at") is not None or isinstance(options.get("delay"), timedelta):
+        if (
+            options.get("run_at") is not None
+            or options.get("expires_at") is not None
+            or isinstance(options.get("delay"), timedelta)
+            or isinstance(options.get("expires"), timedelta)
+        ):
             options = resolve_delay(options, now_ms())
         opts, opts_json = self._options(
-            {k: v for k, v in options.items() if k not in ("job_id", "deduplication", "run_at")}
+            {k: v for k, v in options.items() if k not in ("job_id", "deduplication", *_TIMES)}
         )
         if self.schema is not None:
             data = self.schema.stored(data)
@@ -118,6 +125,8 @@ class QueueAddingMixin:
         deduplication: Mapping[str, Any] | None = None,
         repeat: Mapping[str, Any] | None = None,
         on_exhaustion: str | None = None,
+        expires: Delay | None = None,
+        expires_at: datetime | None = None,
     ) -> Job:
         """Add one job and return it.
 
@@ -128,8 +137,11 @@ class QueueAddingMixin:
         such jobs run first, in FIFO order); ``remove_on_complete`` / ``remove_on_fail`` take
         ``True``, a count to keep, or ``{"age": seconds, "count": n}``; ``timeout`` (ms) fails
         an attempt that runs longer with :class:`~lazarus.JobTimeoutError` (by default the
-        worker's ``job_timeout``, if any); ``on_exhaustion`` (``dead_letter``, ``fail`` or
-        ``discard``) says what a terminal failure does. Adding a ``job_id`` that exists
+        worker's ``job_timeout``, if any); ``expires`` (ms, or a ``timedelta``, from now) or
+        ``expires_at`` (a timezone-aware ``datetime``) is when the job must have started: one
+        a worker claims later fails with :class:`~lazarus.JobExpiredError`, not retried,
+        without running; ``on_exhaustion`` (``dead_letter``, ``fail`` or ``discard``) says
+        what a terminal failure does. Adding a ``job_id`` that exists
         returns the existing job and writes nothing. ``deduplication={"id": key}`` adds
         nothing while another job holding ``key`` has not completed or failed, and returns
         that job; ``{"id": key, "ttl": ms}`` holds ``key`` for ``ttl`` ms from the add instead.
@@ -140,7 +152,7 @@ class QueueAddingMixin:
             "job_id": job_id, "attempts": attempts, "backoff": backoff, "delay": delay,
             "run_at": run_at, "priority": priority, "remove_on_complete": remove_on_complete,
             "remove_on_fail": remove_on_fail, "timeout": timeout, "deduplication": deduplication,
-            "on_exhaustion": on_exhaustion,
+            "on_exhaustion": on_exhaustion, "expires": expires, "expires_at": expires_at,
         }  # fmt: skip
         if repeat is not None:
             return await self._add_repeatable(name, data, options, repeat)

@@ -26,6 +26,7 @@ from ._keys import QueueKeys, new_dead_letter_id, validate_job_id
 from .errors import (
     DeadLetterError,
     JobCancelledError,
+    JobExpiredError,
     JobTimeoutError,
     RateLimitError,
     UnrecoverableError,
@@ -183,6 +184,8 @@ def _terminal_reason(
         return "discarded"
     if isinstance(exc, JobCancelledError):
         return "cancelled"
+    if isinstance(exc, JobExpiredError):
+        return "expired"
     if isinstance(exc, UnrecoverableError) or is_non_retryable(exc, non_retryable):
         return "unrecoverable"
     if job.attempts_made + 1 >= job.opts.attempts:

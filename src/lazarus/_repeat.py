@@ -196,7 +196,7 @@ class RepeatMixin:
         """Add (or update) the schedule ``value`` of jobs ``name``; returns its pending
         occurrence. Bad input raises before anything is written."""
         repeat = Repeat.parse(value)
-        for option in ("delay", "run_at", "deduplication"):
+        for option in ("delay", "run_at", "deduplication", "expires", "expires_at"):
             if options.get(option):
                 raise ValueError(f"{option} does not apply to a repeatable job")
         prepared = self._prepare(name, data, {**options, "job_id": None})

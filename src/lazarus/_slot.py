@@ -27,7 +27,13 @@ from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish
 from ._progress import JobHandle
 from ._repeat import produce_next
 from ._supervision import Incident
-from .errors import JobCancelledError, JobNotFoundError, JobTimeoutError, LockLostError
+from .errors import (
+    JobCancelledError,
+    JobExpiredError,
+    JobNotFoundError,
+    JobTimeoutError,
+    LockLostError,
+)
 from .job import Job
 from .schema import PayloadSchema
 
@@ -159,6 +165,9 @@ class SlotRunner:
             return None, claimed.undecodable
         if claimed.cancelled is not None:  # cancelled before it started
             return None, JobCancelledError(claimed.cancelled)
+        expires_at = job.expires_at
+        if expires_at is not None and (now := now_ms()) >= expires_at:  # by this worker's clock
+            return None, JobExpiredError.claimed_late(expires_at, now)
         self.running[job.id] = (claimed.token, _this_task())
         try:
             await self.emit("active", job)

@@ -16,6 +16,8 @@ The tree::
     UnrecoverableError (Exception)     raised by a processor: no more retries
     RateLimitError (Exception)         raised by a processor: run again later, attempt not spent
     DeadLetterError (UnrecoverableError)  raised by a processor: dead-letter this job now
+    JobCancelledError (UnrecoverableError)  what a cancelled job fails with (Queue.cancel_job)
+    JobExpiredError (UnrecoverableError)    what a job claimed past its expiry fails with
 
 Bad input raises the built-in ``ValueError`` or ``TypeError`` with the offending field named,
 before anything is written to Redis.
@@ -23,6 +25,7 @@ before anything is written to Redis.
 
 from __future__ import annotations
 
+import datetime
 import enum
 
 
@@ -136,6 +139,21 @@ class JobCancelledError(UnrecoverableError):
     (or, for a job that had not started, never runs it) and records this as the attempt's
     error. It is not retried: the job goes where its failures go, a dead letter queue with
     reason ``cancelled``, or ``failed``."""
+
+
+class JobExpiredError(UnrecoverableError):
+    """What a job fails with when a worker claims it after its expiry (``expires`` or
+    ``expires_at`` of :meth:`~lazarus.Queue.add`): it does not run, and is not retried. It
+    goes where its failures go, a dead letter queue with reason ``expired``, or ``failed``."""
+
+    @classmethod
+    def claimed_late(cls, expires_at: int, now: int) -> JobExpiredError:
+        """The error of a job that expired at ``expires_at`` and was claimed at ``now``."""
+        moment = datetime.datetime.fromtimestamp(expires_at / 1000, datetime.timezone.utc)
+        return cls(
+            f"the job expired at {moment.isoformat(timespec='milliseconds')} before it "
+            f"started; a worker claimed it {now - expires_at} ms later"
+        )
 
 
 class ErrorCode(enum.IntEnum):

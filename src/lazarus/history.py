@@ -11,7 +11,13 @@ from typing import Any, Literal
 from ._codec import json_or, optional_int
 
 DeadLetterReason = Literal[
-    "attempts_exhausted", "unrecoverable", "stalled", "discarded", "undecodable", "cancelled"
+    "attempts_exhausted",
+    "unrecoverable",
+    "stalled",
+    "discarded",
+    "undecodable",
+    "cancelled",
+    "expired",
 ]
 
 

@@ -71,6 +71,12 @@ class Job(JobActions):
     _handle: JobHandle | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
+    def expires_at(self) -> int | None:
+        """When the job must have started (ms since the epoch; ``expires`` of
+        :meth:`~lazarus.Queue.add`), or ``None`` when it has no expiry."""
+        return None if self.opts.expires is None else self.timestamp + self.opts.expires
+
+    @property
     def data(self) -> Any:
         if self.dead_letter is None:
             return self.original_data

@@ -1,5 +1,5 @@
 """What a job is added with: its options (attempts, backoff, delay, priority, retention,
-timeout, on_exhaustion) and their bounds. They are validated when a job is added, before
+timeout, expiry, on_exhaustion) and their bounds. They are validated when a job is added, before
 anything is written, and every error names the offending field.
 """
 
@@ -47,25 +47,33 @@ def delay_ms(delay: object, field: str = "delay") -> int:
     return check_int(delay, field, minimum=0, maximum=MAX_DURATION_MS)
 
 
-def run_at_delay(run_at: object, now: int) -> int:
-    """The delay in milliseconds from ``now`` (ms since the epoch) to ``run_at``, a
-    timezone-aware datetime; 0 when it has passed."""
-    if not isinstance(run_at, datetime.datetime):
-        raise TypeError(f"run_at must be a datetime, not {type(run_at).__name__}")
-    if run_at.utcoffset() is None:
+def _ms_until(moment: object, now: int, field: str) -> int:
+    """Milliseconds from ``now`` (ms since the epoch) to ``moment``, a timezone-aware
+    datetime, rounded up; negative once it has passed. Raises naming ``field``."""
+    if not isinstance(moment, datetime.datetime):
+        raise TypeError(f"{field} must be a datetime, not {type(moment).__name__}")
+    if moment.utcoffset() is None:
         raise ValueError(
-            f"run_at must be timezone-aware, got the naive {run_at.isoformat()} (which names "
+            f"{field} must be timezone-aware, got the naive {moment.isoformat()} (which names "
             "no moment): give it a tzinfo, e.g. datetime.now(timezone.utc) + timedelta(hours=1)"
         )
-    wait = max(-(-(run_at - _EPOCH) // _MS) - now, 0)
+    wait = -(-(moment - _EPOCH) // _MS) - now
     if wait > MAX_DURATION_MS:
-        raise ValueError(f"run_at must be at most {MAX_DURATION_MS} ms away, got {run_at}")
+        raise ValueError(f"{field} must be at most {MAX_DURATION_MS} ms away, got {moment}")
     return wait
 
 
+def run_at_delay(run_at: object, now: int) -> int:
+    """The delay in milliseconds from ``now`` (ms since the epoch) to ``run_at``, a
+    timezone-aware datetime; 0 when it has passed."""
+    return max(_ms_until(run_at, now, "run_at"), 0)
+
+
 def resolve_delay(options: Mapping[str, Any], now: int) -> dict[str, Any]:
-    """``options`` of an add with its ``delay`` in milliseconds: from a timedelta, or from
-    ``run_at`` (which then leaves them); a ``run_at`` beside a ``delay`` raises."""
+    """``options`` of an add with its ``delay`` and ``expires`` in milliseconds: from
+    timedeltas, or from ``run_at`` and ``expires_at`` (which then leave them). A ``run_at``
+    beside a ``delay``, or an ``expires_at`` beside an ``expires``, raises, and so does an
+    ``expires_at`` that has passed."""
     out = dict(options)
     run_at = out.pop("run_at", None)
     if run_at is None:
@@ -74,6 +82,17 @@ def resolve_delay(options: Mapping[str, Any], now: int) -> dict[str, Any]:
         raise ValueError("give delay or run_at, not both")
     else:
         out["delay"] = run_at_delay(run_at, now)
+    expires_at = out.pop("expires_at", None)
+    if expires_at is None:
+        if out.get("expires") is not None:
+            out["expires"] = delay_ms(out["expires"], "expires")
+    elif out.get("expires") is not None:
+        raise ValueError("give expires or expires_at, not both")
+    else:
+        window = _ms_until(expires_at, now, "expires_at")
+        if window <= 0:
+            raise ValueError(f"expires_at has passed: {expires_at.isoformat()}")
+        out["expires"] = window
     return out
 
 
@@ -195,6 +214,9 @@ class JobOptions:
     remove_on_fail: Retention = False
     timeout: int | None = None
     on_exhaustion: OnExhaustion | None = None
+    # Milliseconds after the job was added past which it must not start: it then fails
+    # with JobExpiredError, not retried, instead of running.
+    expires: int | None = None
 
     def __post_init__(self) -> None:
         check_int(self.attempts, "attempts", minimum=1, maximum=MAX_ATTEMPTS)
@@ -202,6 +224,13 @@ class JobOptions:
         if self.timeout is not None:
             check_int(self.timeout, "timeout", minimum=1, maximum=MAX_DURATION_MS)
         check_int(self.delay, "delay", minimum=0, maximum=MAX_DURATION_MS)
+        if self.expires is not None:
+            check_int(self.expires, "expires", minimum=1, maximum=MAX_DURATION_MS)
+            if self.expires <= self.delay:
+                raise ValueError(
+                    f"expires ({self.expires} ms) must be longer than the delay "
+                    f"({self.delay} ms): the job would expire before it is due"
+                )
         check_int(self.priority, "priority", minimum=0, maximum=MAX_PRIORITY)
         object.__setattr__(self, "backoff", Backoff.parse(self.backoff))
         KeepPolicy.parse(self.remove_on_complete, "remove_on_complete")
@@ -230,6 +259,8 @@ class JobOptions:
             out["timeout"] = self.timeout
         if self.on_exhaustion is not None:
             out["onExhaustion"] = self.on_exhaustion
+        if self.expires is not None:
+            out["expires"] = self.expires
         return out
 
     @staticmethod
@@ -255,6 +286,7 @@ class JobOptions:
             remove_on_fail=raw.get("removeOnFail", False),
             timeout=raw.get("timeout"),
             on_exhaustion=raw.get("onExhaustion"),
+            expires=raw.get("expires"),
         )
 
 

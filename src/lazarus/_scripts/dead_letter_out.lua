@@ -26,7 +26,8 @@
   ARGV[5]  error_type
   ARGV[6]  stack_json
   ARGV[7]  attempt_json
-  ARGV[8]  reason           attempts_exhausted | unrecoverable | discarded | undecodable
+  ARGV[8]  reason           attempts_exhausted | unrecoverable | discarded | undecodable |
+                            cancelled | expired
   ARGV[9]  source_queue     the source queue's name
   ARGV[10] dead_letter_queue  the dead letter queue's name
   ARGV[11] dead_letter_id   the move's id, and the dead letter's
