@@ -3,6 +3,7 @@ drain, the workers, auto-refresh, and "no such queue"."""
 
 from __future__ import annotations
 
+import datetime
 import html
 import re
 
@@ -289,3 +290,19 @@ async def test_job_page_of_a_missing_job_is_a_404(client: httpx.AsyncClient, que
     response = await client.get("/dashboard/queues/jobs/jobs/nope")
     assert response.status_code == 404
     assert "There is no job &#39;nope&#39; in &#39;jobs&#39;" in response.text
+
+
+async def test_a_job_page_says_when_the_job_expires(
+    client: httpx.AsyncClient, queue: Queue
+) -> None:
+    expiring = await queue.add("n", None, expires=3_600_000)
+    plain = await queue.add("n", None)
+    stored = await queue.get_job(expiring.id)
+    assert stored is not None and stored.expires_at is not None
+    moment = datetime.datetime.fromtimestamp(stored.expires_at / 1000, datetime.timezone.utc)
+
+    page = await client.get(f"/dashboard/queues/jobs/jobs/{expiring.id}")
+    other = await client.get(f"/dashboard/queues/jobs/jobs/{plain.id}")
+
+    assert f"<dt>Expires</dt><dd>{moment:%Y-%m-%d %H:%M:%S} UTC (must start by then)" in page.text
+    assert "<dt>Expires</dt>" not in other.text

@@ -73,10 +73,19 @@ async def test_one_job_of_a_queue_with_its_state(
     assert (body["id"], body["state"], body["data"], body["maxAttempts"]) == (
         job.id, "waiting", {"n": 1}, 2
     )  # fmt: skip
-    assert body["deadLetter"] is None
+    assert body["deadLetter"] is None and body["expiresAt"] is None
     assert dead.json()["deadLetter"]["sourceQueue"] == "jobs"
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "not_found"
+
+
+async def test_a_job_with_an_expiry_says_when(client: httpx.AsyncClient, queue: Queue) -> None:
+    job = await queue.add("flash-sale", None, expires=90_000)
+
+    body = (await client.get(f"/api/queues/jobs/jobs/{job.id}")).json()
+
+    assert body["opts"]["expires"] == 90_000
+    assert body["expiresAt"] == body["timestamp"] + 90_000
 
 
 async def test_pause_and_resume_a_queue(client: httpx.AsyncClient, queue: Queue) -> None:

@@ -132,7 +132,8 @@ class DeadLetterQueueList(BaseModel):
 
 class JobOut(BaseModel):
     """One job of a queue, with its state. ``deadLetter`` is set for a dead letter.
-    ``priority`` is the job's priority now; ``opts`` are the options it was added with."""
+    ``priority`` is the job's priority now; ``opts`` are the options it was added with;
+    ``expiresAt`` is when it must have started (ms since the epoch), if it has an expiry."""
 
     id: str
     name: str
@@ -142,6 +143,7 @@ class JobOut(BaseModel):
     opts: dict[str, Any]
     priority: int
     timestamp: int
+    expiresAt: int | None = None
     attemptsMade: int
     maxAttempts: int
     processedOn: int | None
@@ -309,6 +311,7 @@ def job_out(job: Job, state: str) -> JobOut:
         opts=job.opts.to_dict(),
         priority=job.priority,
         timestamp=job.timestamp,
+        expiresAt=job.expires_at,
         attemptsMade=job.attempts_made,
         maxAttempts=job.opts.attempts,
         processedOn=job.processed_on,
