@@ -47,6 +47,7 @@ class Submission:
     queue: str
     priority: int
     delay_until_ms: int | None
+    expires_at_ms: int | None  # after it the job must not start: it is discarded instead
     policy: RetryPolicy
     timeout_ms: int | None
     visibility_ms: int | None
@@ -109,6 +110,21 @@ def _due_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
     return None
 
 
+def _expires_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
+    """When the job expires: ``expires_at``, else ``options.expires_at``; ``None`` for never.
+    One that has passed, or comes before the job is due, is taken: the job is discarded
+    without running when a worker would fetch it."""
+    for source, name in ((body, "expires_at"), (options, "options.expires_at")):
+        field = name.rpartition(".")[2]
+        if source.get(field) is not None:
+            expires = parse_time(source[field], name)
+            if expires - now_ms() > MAX_DURATION_MS:
+                years = MAX_DURATION_MS // 31_536_000_000
+                raise invalid(f"{name} is more than {years} years ahead, got {source[field]!r}")
+            return expires
+    return None
+
+
 def _positive_ms(options: dict[str, Any], field: str, maximum: int) -> int | None:
     value = options.get(field)
     if value is None:
@@ -163,7 +179,7 @@ def parse_submission(body: Any) -> Submission:
         storable(value, key, max_bytes=MAX_ARGS_BYTES if key == "args" else None)
     return Submission(
         id=job_id, type=job_type, args=body["args"], queue=queue, priority=_priority(options),
-        delay_until_ms=_due_ms(body, options),
+        delay_until_ms=_due_ms(body, options), expires_at_ms=_expires_ms(body, options),
         policy=parse_policy(options.get("retry")),
         timeout_ms=_positive_ms(options, "timeout_ms", MAX_TIMEOUT_MS),
         visibility_ms=_positive_ms(options, "visibility_timeout_ms", MAX_VISIBILITY_MS),

@@ -4,6 +4,7 @@ cancelled (removed from the engine, its last view kept in the OJS record)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from .. import _scripts
@@ -13,6 +14,9 @@ from .envelope import Submission
 from .errors import OjsError
 from .states import TERMINAL
 
+# An expiry closer than this to the job's due time is left to the fetch: the engine refuses
+# one that comes before the job is due by its own clock, a few milliseconds on.
+ENGINE_EXPIRY_MARGIN = 1_000
 # The attempt's "stack trace" (a JSON string): a cancel has none but its reason.
 STACK = json.dumps("cancelled over OJS")
 
@@ -34,18 +38,26 @@ async def enqueue(backend: Backend, sub: Submission) -> dict[str, Any]:
         fields["vis"] = sub.visibility_ms
     if sub.timeout_ms is not None:
         fields["timeout"] = sub.timeout_ms
+    if sub.expires_at_ms is not None:
+        fields["exp"] = sub.expires_at_ms
     duplicate = OjsError(409, "duplicate", f"a job with id {sub.id!r} exists already")
     if await backend.queue(sub.queue).get_job(sub.id) is not None:  # added by lazarus itself
         raise duplicate
     if not await backend.records.create(sub.queue, sub.id, fields):
         raise duplicate
     delay = 0 if sub.delay_until_ms is None else max(sub.delay_until_ms - now, 0)
+    # The engine's expiry too (in-process workers honour it, and it shows as the job's), when
+    # the job can start a while before it; a fetch checks the record's either way.
+    expires_at = None
+    if sub.expires_at_ms is not None and sub.expires_at_ms - now > delay + ENGINE_EXPIRY_MARGIN:
+        expires_at = datetime.fromtimestamp(sub.expires_at_ms / 1000, timezone.utc)
     policy = sub.policy
     try:
         await backend.queue(sub.queue).add(
             sub.type, sub.args, job_id=sub.id, attempts=max(policy.max_attempts, 1),
             backoff={"type": "exponential", "delay": policy.initial_interval_ms},
             delay=delay, priority=engine_priority(sub.priority), timeout=sub.timeout_ms,
+            expires_at=expires_at,
         )  # fmt: skip
     except BaseException:
         await backend.records.forget(sub.queue, sub.id)

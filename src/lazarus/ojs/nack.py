@@ -59,9 +59,11 @@ def _attempt(loaded: Loaded) -> int:
 
 
 async def fail_attempt(
-    backend: Backend, loaded: Loaded, token: str, base: str, error: Any
-) -> dict[str, Any]:
-    """Record a failed attempt and act on the retry policy's decision."""
+    backend: Backend, loaded: Loaded, token: str, base: str, error: Any,
+    reason: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Record a failed attempt and act on the retry policy's decision; a discarded job's dead
+    letter gets ``reason``, else the reason the decision implies."""
     now, attempt = backend.now(), _attempt(loaded)
     entry = error_entry(error, attempt, now)
     policy = parse_policy(loaded.policy or None)
@@ -73,7 +75,8 @@ async def fail_attempt(
         await backend.emit("job.retrying", loaded, attempt=attempt, delay_ms=decision.delay_ms)
         state = "retryable"
     else:
-        reason = "attempts_exhausted" if attempt >= policy.max_attempts else "unrecoverable"
+        if reason is None:
+            reason = "attempts_exhausted" if attempt >= policy.max_attempts else "unrecoverable"
         await _end(backend, loaded, token, base, failure, decision, now, reason)
         await backend.emit("job.discarded", loaded, attempt=attempt,
                            dead_lettered=decision.kind == "dead_letter")  # fmt: skip

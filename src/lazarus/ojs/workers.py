@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import _codec, _scripts
 from .._execution import parse_claimed
+from ..errors import JobExpiredError
 from .backend import FETCH_MEMO_MS, MEMO_LOCK_MS, Backend, Loaded
 from .envelope import DEFAULT_VISIBILITY_MS
 from .errors import OjsError
@@ -23,35 +24,56 @@ DIRECTIVES = ("running", "quiet", "terminate")
 ANONYMOUS = "anonymous"  # the worker id of a fetch that gave none
 
 
+# Claims of one fetch, at most: jobs discarded at the fetch (expired, cancelled) make it
+# claim again, up to this many times.
+FETCH_ROUNDS = 8
+
+
 async def fetch(
     backend: Backend, queues: list[str], count: int, worker_id: str, visibility_ms: int
 ) -> list[dict[str, Any]]:
-    """Claim up to ``count`` jobs, from the first queue listed that has any."""
+    """Claim up to ``count`` jobs, from the first queue listed that has any. A claimed job that
+    must not run (past its ``expires_at``, or cancelled by ``Queue.cancel_job``) is discarded
+    at once, as a failed attempt that is not retried, and not handed out."""
     fetched: list[dict[str, Any]] = []
     for name in queues:
-        if len(fetched) >= count:
-            break
-        keys = backend.keys(name)
-        base = backend.new_token_base()
-        # No clock offset (''); the memo kept only as long as a re-send needs it.
-        reply = await _scripts.load("claim_jobs")(
-            backend.client, [*keys.group, keys.reply(base, "fetch")],
-            [backend.now(), base, visibility_ms, count - len(fetched), backend.max_events,
-             uuid.uuid4().hex, "", min(2 * visibility_ms, FETCH_MEMO_MS)],
-        )  # fmt: skip
-        for item in reply[1:]:
-            claimed = parse_claimed(item, name)
-            if claimed is not None:
-                fetched.append(await _leased(backend, name, claimed.job.id, claimed.token,
-                                             base, worker_id, visibility_ms))  # fmt: skip
+        for _ in range(FETCH_ROUNDS):
+            if len(fetched) >= count:
+                return fetched
+            claimed = await _claim(backend, name, count - len(fetched), visibility_ms)
+            if not claimed:
+                break
+            for job_id, token, base, cancelled in claimed:
+                view = await _leased(backend, name, job_id, token, base, worker_id,
+                                     visibility_ms, cancelled)  # fmt: skip
+                if view is not None:
+                    fetched.append(view)
     return fetched
+
+
+async def _claim(
+    backend: Backend, name: str, count: int, visibility_ms: int
+) -> list[tuple[str, str, str, str | None]]:
+    """Claim up to ``count`` jobs of queue ``name``: (job id, token, token base, the reason of
+    a cancel request or ``None``) each."""
+    keys = backend.keys(name)
+    base = backend.new_token_base()
+    # No clock offset (''); the memo kept only as long as a re-send needs it.
+    reply = await _scripts.load("claim_jobs")(
+        backend.client, [*keys.group, keys.reply(base, "fetch")],
+        [backend.now(), base, visibility_ms, count, backend.max_events, uuid.uuid4().hex, "",
+         min(2 * visibility_ms, FETCH_MEMO_MS)],
+    )  # fmt: skip
+    claimed = (parse_claimed(item, name) for item in reply[1:])
+    return [(c.job.id, c.token, base, c.cancelled) for c in claimed if c is not None]
 
 
 async def _leased(
     backend: Backend, queue: str, job_id: str, token: str, base: str, worker_id: str,
-    default_ms: int,
-) -> dict[str, Any]:  # fmt: skip
-    """Give a claimed job its own visibility timeout and execution deadline."""
+    default_ms: int, cancelled: str | None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """Give a claimed job its own visibility timeout and execution deadline; or discard one
+    that must not run, and answer ``None``."""
     record = await backend.records.read(queue, job_id)
     if not record:
         await backend.records.adopt(queue, job_id)
@@ -65,12 +87,37 @@ async def _leased(
     await backend.records.update(queue, job_id, {
         "token": token, "token_base": base, "worker_id": worker_id, "lease_ms": visibility,
     })  # fmt: skip
+    refusal = _refusal(record, cancelled, now)
+    if refusal is not None:
+        from .nack import fail_attempt  # nack builds on this module
+
+        loaded = await backend.load_in(queue, job_id)
+        await fail_attempt(backend, loaded, token, base, refusal[0], reason=refusal[1])
+        return None
     if record.get("timeout"):
         deadline = now + int(record["timeout"])
         await backend.client.zadd(backend.records.timeouts, {f"{queue} {job_id} {token}": deadline})
     loaded = await backend.load_in(queue, job_id)
     await backend.emit("job.started", loaded, attempt=loaded.view()["attempt"], worker_id=worker_id)
     return loaded.view()
+
+
+def _refusal(
+    record: dict[str, str], cancelled: str | None, now: int
+) -> tuple[dict[str, Any], str] | None:
+    """The error of a claimed job that must not run, and its dead letter reason; else
+    ``None``."""
+    if cancelled is not None:
+        error = {"code": "cancelled", "type": "JobCancelledError", "message": cancelled,
+                 "retryable": False}  # fmt: skip
+        return error, "cancelled"
+    expires = record.get("exp")
+    if expires is not None and now >= int(expires):
+        message = str(JobExpiredError.claimed_late(int(expires), now))
+        error = {"code": "expired", "type": "JobExpiredError", "message": message,
+                 "retryable": False}  # fmt: skip
+        return error, "expired"
+    return None
 
 
 async def held(backend: Backend, job_id: str, worker_id: object = None) -> tuple[Loaded, str, str]:
