@@ -201,3 +201,26 @@ def test_the_error_says_when_the_job_expired() -> None:
         "the job expired at 2023-11-14T22:13:20.000+00:00 before it started; "
         "a worker claimed it 250 ms later"
     )
+
+
+async def test_retry_job_of_an_expired_job_gives_it_a_new_window(
+    queue: Queue, make_worker: Any
+) -> None:
+    ran: list[str] = []
+
+    async def process(job: Job) -> None:
+        ran.append(job.id)
+
+    job = await queue.add("n", None, expires=1_000)
+    await expired(queue, job.id)
+    make_worker(process, concurrency=1)
+    await wait_for_state(queue, job.id, "failed")
+    assert ran == []
+
+    await queue.retry_job(job.id)
+
+    await wait_for_state(queue, job.id, "completed")
+    assert ran == [job.id]
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.retried_on is not None
+    assert stored.expires_at == stored.retried_on + 1_000 > stored.timestamp + 1_000

@@ -60,6 +60,7 @@ class Job(JobActions):
     return_value: Any = None
     replay_count: int = 0
     stalled_counter: int = 0
+    retried_on: int | None = None  # when retry_job last sent it back from failed
     dead_letter: DeadLetterMetadata | None = None
     deduplication_id: str | None = None
     progress: Any = None
@@ -73,8 +74,11 @@ class Job(JobActions):
     @property
     def expires_at(self) -> int | None:
         """When the job must have started (ms since the epoch; ``expires`` of
-        :meth:`~lazarus.Queue.add`), or ``None`` when it has no expiry."""
-        return None if self.opts.expires is None else self.timestamp + self.opts.expires
+        :meth:`~lazarus.Queue.add`, from its add or from its last ``retry_job``), or ``None``
+        when it has no expiry."""
+        if self.opts.expires is None:
+            return None
+        return max(self.timestamp, self.retried_on or 0) + self.opts.expires
 
     @property
     def data(self) -> Any:
@@ -134,6 +138,7 @@ class Job(JobActions):
             return_value=_codec.decode(f["returnvalue"]) if "returnvalue" in f else None,
             replay_count=int(f.get("rc") or 0),
             stalled_counter=int(f.get("stalledCounter") or 0),
+            retried_on=optional_int(f.get("retriedOn")),
             dead_letter=dead_letter,
             deduplication_id=f.get("deid"),
             progress=json_or(f.get("progress"), None),

@@ -3,7 +3,8 @@
   (one by one), or the oldest failed jobs that failed at or before `until` (a bulk retry: the
   bound is the time the bulk began, so a job that fails again during it is not retried twice),
   at most `limit` per call. A retried job gets its attempts afresh (attemptsMade and the
-  stalled counter go back to 0); its failure history (stacktrace, attempts) is kept.
+  stalled counter go back to 0), and its expiry window too (retriedOn = now); its failure
+  history (stacktrace, attempts) is kept.
 
   KEYS[1]  wait
   KEYS[2]  prioritized
@@ -42,7 +43,7 @@ local maxlen = ARGV[2]
 local function retry(id)
   local key = q.job_prefix .. id
   redis.call('ZREM', KEYS[11], id)
-  redis.call('HSET', key, 'attemptsMade', 0, 'stalledCounter', 0)
+  redis.call('HSET', key, 'attemptsMade', 0, 'stalledCounter', 0, 'retriedOn', now)
   redis.call('HDEL', key, 'cancel', 'failedReason', 'errorType', 'finishedOn', 'processedOn',
     'lockToken')
   emit(q.events, maxlen, 'retried', 'jobId', id)
