@@ -54,9 +54,11 @@ class Submission:
     envelope: dict[str, Any]  # what the client sent, minus system fields, plus the id
 
 
-def invalid(message: str, status: int = 400) -> OjsError:
-    """A validation error."""
-    return OjsError(status, "invalid_request", message)
+def invalid(message: str, status: int = 400, *, field: str | None = None) -> OjsError:
+    """A validation error about ``field`` (the path in the request: ``options.queue``), which
+    its ``details`` name too."""
+    return OjsError(status, "invalid_request", message,
+                    details=None if field is None else {"field": field})  # fmt: skip
 
 
 def storable(value: Any, field: str, *, max_bytes: int | None = None) -> None:
@@ -66,7 +68,7 @@ def storable(value: Any, field: str, *, max_bytes: int | None = None) -> None:
     try:
         _codec.encode(value, field=field, max_bytes=max_bytes)
     except (TypeError, ValueError) as exc:
-        raise invalid(str(exc)) from None
+        raise invalid(str(exc), field=field) from None
 
 
 def new_id() -> str:
@@ -81,14 +83,14 @@ def new_id() -> str:
 def parse_time(value: object, field: str) -> int:
     """An RFC 3339 timestamp (a date, a time and an offset) as Unix milliseconds."""
     if not isinstance(value, str):
-        raise invalid(f"{field} must be an RFC 3339 timestamp string")
+        raise invalid(f"{field} must be an RFC 3339 timestamp string", field=field)
     try:
         if not RFC3339_RE.fullmatch(value):
             raise ValueError(value)
         parsed = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
     except ValueError:
         raise invalid(f"{field} must be an RFC 3339 timestamp such as "
-                      f"'2030-01-01T09:30:00Z', got {value!r}") from None  # fmt: skip
+                      f"'2030-01-01T09:30:00Z', got {value!r}", field=field) from None  # fmt: skip
     return int(parsed.timestamp() * 1000)
 
 
@@ -105,7 +107,8 @@ def _due_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
             due = parse_time(value, name)
             if due - now_ms() > MAX_DURATION_MS:
                 years = MAX_DURATION_MS // 31_536_000_000
-                raise invalid(f"{name} is more than {years} years ahead, got {value!r}")
+                raise invalid(f"{name} is more than {years} years ahead, got {value!r}",
+                              field=name)  # fmt: skip
             return due
     return None
 
@@ -131,20 +134,22 @@ def _positive_ms(options: dict[str, Any], field: str, maximum: int) -> int | Non
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
         raise invalid(f"options.{field} must be an integer from 1 to {maximum} (milliseconds),"
-                      f" got {value!r}")  # fmt: skip
+                      f" got {value!r}", field=f"options.{field}")  # fmt: skip
     return value
 
 
 def _name(value: object, field: str, pattern: re.Pattern[str], rule: str) -> str:
     if not isinstance(value, str) or not pattern.fullmatch(value) or len(value) > MAX_NAME:
-        raise invalid(f"{field} must match {rule} (at most {MAX_NAME} bytes), got {value!r}")
+        raise invalid(f"{field} must match {rule} (at most {MAX_NAME} bytes), got {value!r}",
+                      field=field)  # fmt: skip
     return value
 
 
 def _priority(options: dict[str, Any]) -> int:
     value = options.get("priority", 0)
     if isinstance(value, bool) or not isinstance(value, int) or not -100 <= value <= 100:
-        raise invalid(f"options.priority must be an integer from -100 to 100, got {value!r}")
+        raise invalid(f"options.priority must be an integer from -100 to 100, got {value!r}",
+                      field="options.priority")  # fmt: skip
     return value
 
 
@@ -153,23 +158,23 @@ def parse_submission(body: Any) -> Submission:
     if not isinstance(body, dict):
         raise OjsError(400, "invalid_payload", "the request body must be a JSON object")
     if "type" not in body:
-        raise invalid("type is required")
+        raise invalid("type is required", field="type")
     job_type = _name(body["type"], "type", TYPE_RE, "dot-separated [a-z][a-z0-9_-]* segments")
     if "args" not in body:
-        raise invalid("args is required")
+        raise invalid("args is required", field="args")
     if not isinstance(body["args"], list):
-        raise invalid("args must be a JSON array")
+        raise invalid("args must be a JSON array", field="args")
     job_id = body.get("id")
     if job_id is None:
         job_id = new_id()
     elif not isinstance(job_id, str) or not UUIDV7_RE.fullmatch(job_id):
-        raise invalid(f"id must be a lowercase UUIDv7, got {job_id!r}")
+        raise invalid(f"id must be a lowercase UUIDv7, got {job_id!r}", field="id")
     meta = body.get("meta", {})
     if not isinstance(meta, dict):
-        raise invalid("meta must be a JSON object")
+        raise invalid("meta must be a JSON object", field="meta")
     options = body.get("options", {})
     if not isinstance(options, dict):
-        raise invalid("options must be a JSON object")
+        raise invalid("options must be a JSON object", field="options")
     queue = _name(options.get("queue", "default"), "options.queue", QUEUE_RE,
                   "^[a-z0-9][a-z0-9\\-\\.]*$")  # fmt: skip
     envelope = {k: v for k, v in body.items() if k not in SYSTEM_FIELDS}

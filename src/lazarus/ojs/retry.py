@@ -83,24 +83,27 @@ def duration_ms(value: object, field: str, maximum: int = MAX_INTERVAL_MS) -> in
     ``maximum``."""
     match = _DURATION.match(value) if isinstance(value, str) else None
     if match is None:
-        raise _bad(f"{field} must be an ISO 8601 duration such as 'PT1S', got {value!r}")
+        raise _bad(f"{field} must be an ISO 8601 duration such as 'PT1S', got {value!r}", field)
     days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
     total = (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000  # inf for 1e400 days
     if total > maximum:
-        raise _bad(f"{field} must be at most {_iso(maximum)} ({maximum} ms), got {value!r}")
+        raise _bad(f"{field} must be at most {_iso(maximum)} ({maximum} ms), got {value!r}",
+                   field)  # fmt: skip
     return int(total)
 
 
-def _bad(message: str) -> OjsError:
+def _bad(message: str, field: str) -> OjsError:
     # A retry policy that parses but breaks a rule is unprocessable (422), as the spec's
-    # conformance tests for max_attempts and backoff_coefficient require.
-    return OjsError(422, "invalid_request", message)
+    # conformance tests for max_attempts and backoff_coefficient require. The field is
+    # named as the messages name it (retry.jitter), under options in the request.
+    return OjsError(422, "invalid_request", message, details={"field": f"options.{field}"})
 
 
 def _int_field(raw: dict[str, Any], field: str, default: int, minimum: int, maximum: int) -> int:
     value = raw.get(field, default)
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise _bad(f"retry.{field} must be an integer from {minimum} to {maximum}, got {value!r}")
+        raise _bad(f"retry.{field} must be an integer from {minimum} to {maximum}, got {value!r}",
+                   f"retry.{field}")  # fmt: skip
     return value
 
 
@@ -109,25 +112,29 @@ def parse_policy(raw: object) -> RetryPolicy:
     if raw is None:
         return RetryPolicy()
     if not isinstance(raw, dict):
-        raise _bad("options.retry must be a JSON object")
+        raise _bad("options.retry must be a JSON object", "retry")
     defaults = RetryPolicy()
     coefficient = raw.get("backoff_coefficient", defaults.backoff_coefficient)
     number = not isinstance(coefficient, bool) and isinstance(coefficient, (int, float))
     if not number or not 1.0 <= coefficient <= MAX_COEFFICIENT:  # NaN compares false
         raise _bad(f"retry.backoff_coefficient must be a finite number from 1.0 to "
-                   f"{MAX_COEFFICIENT:g}, got {coefficient!r}")  # fmt: skip
+                   f"{MAX_COEFFICIENT:g}, got {coefficient!r}",
+                   "retry.backoff_coefficient")  # fmt: skip
     errors = raw.get("non_retryable_errors", [])
     if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
-        raise _bad("retry.non_retryable_errors must be an array of strings")
+        raise _bad("retry.non_retryable_errors must be an array of strings",
+                   "retry.non_retryable_errors")  # fmt: skip
     jitter = raw.get("jitter", True)
     if not isinstance(jitter, bool):
-        raise _bad("retry.jitter must be a boolean")
+        raise _bad("retry.jitter must be a boolean", "retry.jitter")
     exhaustion = raw.get("on_exhaustion", "discard")
     if exhaustion not in ("discard", "dead_letter"):
-        raise _bad(f"retry.on_exhaustion must be 'discard' or 'dead_letter', got {exhaustion!r}")
+        raise _bad(f"retry.on_exhaustion must be 'discard' or 'dead_letter', got {exhaustion!r}",
+                   "retry.on_exhaustion")  # fmt: skip
     strategy = raw.get("backoff_strategy", "exponential")
     if strategy not in STRATEGIES:
-        raise _bad(f"retry.backoff_strategy must be one of {list(STRATEGIES)}")
+        raise _bad(f"retry.backoff_strategy must be one of {list(STRATEGIES)}",
+                   "retry.backoff_strategy")  # fmt: skip
     initial = raw.get("initial_interval")
     maximum = raw.get("max_interval")
     return RetryPolicy(
