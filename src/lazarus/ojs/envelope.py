@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import _codec
 from .._connection import now_ms
+from .._keys import MAX_NAME_LENGTH
 from ..job_options import MAX_DURATION_MS
 from .errors import OjsError
 from .retry import RetryPolicy, parse_policy
@@ -24,6 +25,7 @@ TYPE_RE = re.compile(r"^[a-z][a-z0-9_\-]*(\.[a-z][a-z0-9_\-]*)*$")
 QUEUE_RE = re.compile(r"^[a-z0-9][a-z0-9\-\.]*$")
 UUIDV7_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 MAX_NAME = 255
+MAX_QUEUE = MAX_NAME_LENGTH  # the longest queue name lazarus keeps keys for
 RFC3339_RE = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII)
 SYSTEM_FIELDS = {
     "state", "attempt", "created_at", "enqueued_at", "started_at", "completed_at",
@@ -138,11 +140,19 @@ def _positive_ms(options: dict[str, Any], field: str, maximum: int) -> int | Non
     return value
 
 
-def _name(value: object, field: str, pattern: re.Pattern[str], rule: str) -> str:
-    if not isinstance(value, str) or not pattern.fullmatch(value) or len(value) > MAX_NAME:
-        raise invalid(f"{field} must match {rule} (at most {MAX_NAME} bytes), got {value!r}",
+def _name(
+    value: object, field: str, pattern: re.Pattern[str], rule: str, maximum: int = MAX_NAME
+) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value) or len(value) > maximum:
+        raise invalid(f"{field} must match {rule} (at most {maximum} bytes), got {value!r}",
                       field=field)  # fmt: skip
     return value
+
+
+def queue_name(value: object, field: str) -> str:
+    """``value`` if it is a queue name OJS allows and lazarus can hold, else a 400 naming
+    ``field``."""
+    return _name(value, field, QUEUE_RE, "^[a-z0-9][a-z0-9\\-\\.]*$", MAX_QUEUE)
 
 
 def _priority(options: dict[str, Any]) -> int:
@@ -175,8 +185,7 @@ def parse_submission(body: Any) -> Submission:
     options = body.get("options", {})
     if not isinstance(options, dict):
         raise invalid("options must be a JSON object", field="options")
-    queue = _name(options.get("queue", "default"), "options.queue", QUEUE_RE,
-                  "^[a-z0-9][a-z0-9\\-\\.]*$")  # fmt: skip
+    queue = queue_name(options.get("queue", "default"), "options.queue")
     envelope = {k: v for k, v in body.items() if k not in SYSTEM_FIELDS}
     envelope["id"] = job_id
     for key, value in envelope.items():  # kept as sent, and shown on every read

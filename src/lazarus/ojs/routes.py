@@ -16,9 +16,9 @@ from .envelope import (
     DEFAULT_VISIBILITY_MS,
     MAX_NAME,
     MAX_VISIBILITY_MS,
-    QUEUE_RE,
     UUIDV7_RE,
     parse_submission,
+    queue_name,
     storable,
 )
 from .errors import MEDIA_TYPE, OjsError, ojs_json
@@ -175,8 +175,7 @@ def _queues(body: dict[str, Any]) -> list[str]:
     if not isinstance(queues, list) or not queues:
         raise OjsError(400, "invalid_request", "queues must be a non-empty array of queue names")
     for name in queues:
-        if not isinstance(name, str) or not QUEUE_RE.fullmatch(name):
-            raise OjsError(400, "invalid_request", f"queues: invalid queue name {name!r}")
+        queue_name(name, "queues")
     return queues
 
 
