@@ -140,11 +140,14 @@ class Backend:
 
     async def emit(self, kind: str, loaded: Loaded, **data: Any) -> None:
         """An OJS event about ``loaded``."""
-        env = loaded.env
-        await self.records.emit(kind, {
-            "job_id": loaded.id, "job_type": env.get("type", ""), "queue": loaded.queue,
+        await self.emit_all(kind, [loaded], **data)
+
+    async def emit_all(self, kind: str, jobs: list[Loaded], **data: Any) -> None:
+        """An OJS event about each of ``jobs``, in one round trip."""
+        await self.records.emit_all(kind, [{
+            "job_id": loaded.id, "job_type": loaded.env.get("type", ""), "queue": loaded.queue,
             **data,
-        })  # fmt: skip
+        } for loaded in jobs])  # fmt: skip
 
     def now(self) -> int:
         """Wall-clock milliseconds, as the engine's scripts take them."""

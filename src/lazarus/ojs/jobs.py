@@ -1,17 +1,21 @@
-"""PUSH, INFO and CANCEL: a job enters a lazarus queue, is read back as OJS sees it, or is
-cancelled (removed from the engine, its last view kept in the OJS record)."""
+"""PUSH, INFO and CANCEL: jobs enter lazarus queues (one or many, all or none), are read back
+as OJS sees them, or are cancelled (removed from the engine, their last view kept in the OJS
+record)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timezone
 from typing import Any
 
 from .. import _scripts
 from ..errors import JobStateError
+from ..job import Job
 from .backend import MEMO_LOCK_MS, Backend, Loaded
 from .envelope import Submission
 from .errors import OjsError
+from .records import stored
 from .states import TERMINAL
 
 # An expiry closer than this to the job's due time is left to the fetch: the engine refuses
@@ -28,8 +32,49 @@ def engine_priority(ojs_priority: int) -> int:
 
 
 async def enqueue(backend: Backend, sub: Submission) -> dict[str, Any]:
-    """Add the job; 409 ``duplicate`` when its id is taken."""
+    """PUSH: add one job; 409 ``duplicate`` when its id is taken."""
+    (view,) = await enqueue_all(backend, [sub])
+    return view
+
+
+def at_index(error: OjsError, index: int) -> OjsError:
+    """``error`` about the job at ``index`` of a batch: its message and details say which."""
+    details = {**(error.details or {}), "index": index}
+    return OjsError(error.status, error.code, f"jobs[{index}]: {error.message}",
+                    retryable=error.retryable, details=details)  # fmt: skip
+
+
+async def enqueue_all(
+    backend: Backend, subs: list[Submission], *, batch: bool = False
+) -> list[dict[str, Any]]:
+    """Add the jobs, all or none: a taken id is a 409 ``duplicate`` before anything is written
+    (naming the job's index in a ``batch``). Each job's OJS record is written first, which
+    claims its id; if a claim or an add fails, what was written is taken back."""
     now = backend.now()
+    await _check_free(backend, subs, batch)
+    records = backend.records
+    fields = [_record(sub, now) for sub in subs]
+    taken = await records.create_all([(s.queue, s.id, f) for s, f in zip(subs, fields)])
+    if taken:  # by another enqueue, since the check
+        for index in sorted(set(range(len(subs))).difference(taken)):
+            await records.forget(subs[index].queue, subs[index].id)
+        raise _duplicate(subs[taken[0]], taken[0] if batch else None)
+    try:
+        added = await _add(backend, subs, now)
+    except BaseException:
+        await _take_back(backend, subs)
+        raise
+    # Each job as it was written (the engine's job as add_bulk answers it, the record as
+    # written): its state at enqueue, even if a worker has claimed it since.
+    loaded = [
+        Loaded(sub.queue, sub.id, job, "delayed" if job.opts.delay else "waiting", stored(f))
+        for sub, job, f in zip(subs, added, fields, strict=True)
+    ]
+    await backend.emit_all("job.enqueued", loaded)
+    return [one.view() for one in loaded]
+
+
+def _record(sub: Submission, now: int) -> dict[str, Any]:
     fields = {
         "env": sub.envelope, "policy": sub.policy.to_json(), "created_at": now,
         "enqueued_at": now,
@@ -40,31 +85,68 @@ async def enqueue(backend: Backend, sub: Submission) -> dict[str, Any]:
         fields["timeout"] = sub.timeout_ms
     if sub.expires_at_ms is not None:
         fields["exp"] = sub.expires_at_ms
-    duplicate = OjsError(409, "duplicate", f"a job with id {sub.id!r} exists already")
-    if await backend.queue(sub.queue).get_job(sub.id) is not None:  # added by lazarus itself
-        raise duplicate
-    if not await backend.records.create(sub.queue, sub.id, fields):
-        raise duplicate
-    delay = 0 if sub.delay_until_ms is None else max(sub.delay_until_ms - now, 0)
-    # The engine's expiry too (in-process workers honour it, and it shows as the job's), when
-    # the job can start a while before it; a fetch checks the record's either way.
-    expires_at = None
-    if sub.expires_at_ms is not None and sub.expires_at_ms - now > delay + ENGINE_EXPIRY_MARGIN:
-        expires_at = datetime.fromtimestamp(sub.expires_at_ms / 1000, timezone.utc)
-    policy = sub.policy
-    try:
-        await backend.queue(sub.queue).add(
-            sub.type, sub.args, job_id=sub.id, attempts=max(policy.max_attempts, 1),
-            backoff={"type": "exponential", "delay": policy.initial_interval_ms},
-            delay=delay, priority=engine_priority(sub.priority), timeout=sub.timeout_ms,
-            expires_at=expires_at,
-        )  # fmt: skip
-    except BaseException:
-        await backend.records.forget(sub.queue, sub.id)
-        raise
-    loaded = await backend.load_in(sub.queue, sub.id)
-    await backend.emit("job.enqueued", loaded)
-    return loaded.view()
+    return fields
+
+
+def _duplicate(sub: Submission, index: int | None) -> OjsError:
+    error = OjsError(409, "duplicate", f"a job with id {sub.id!r} exists already",
+                     details={"existing_job_id": sub.id})  # fmt: skip
+    return error if index is None else at_index(error, index)
+
+
+async def _check_free(backend: Backend, subs: list[Submission], batch: bool) -> None:
+    """409 ``duplicate`` for the first job whose id OJS knows, or its queue holds (a job
+    lazarus itself added), in one round trip."""
+    async with backend.client.pipeline(transaction=False) as pipe:
+        for sub in subs:
+            pipe.hexists(backend.records.index, sub.id)
+            pipe.exists(backend.keys(sub.queue).job(sub.id))
+        taken = await pipe.execute()
+    for index, sub in enumerate(subs):
+        if taken[2 * index] or taken[2 * index + 1]:
+            raise _duplicate(sub, index if batch else None)
+
+
+async def _add(backend: Backend, subs: list[Submission], now: int) -> list[Job]:
+    """Add the jobs to their queues with ``Queue.add_bulk``, one call per queue; the jobs as
+    written, in the order of ``subs``."""
+    by_queue: dict[str, list[int]] = {}
+    specs: list[dict[str, Any]] = []
+    for index, sub in enumerate(subs):
+        policy = sub.policy
+        delay = 0 if sub.delay_until_ms is None else max(sub.delay_until_ms - now, 0)
+        # The engine's expiry too (in-process workers honour it, and it shows as the job's),
+        # when the job can start a while before it; a fetch checks the record's either way.
+        expires_at = None
+        if sub.expires_at_ms is not None and sub.expires_at_ms - now > delay + ENGINE_EXPIRY_MARGIN:
+            expires_at = datetime.fromtimestamp(sub.expires_at_ms / 1000, timezone.utc)
+        specs.append({
+            "name": sub.type, "data": sub.args, "job_id": sub.id,
+            "attempts": max(policy.max_attempts, 1),
+            "backoff": {"type": "exponential", "delay": policy.initial_interval_ms},
+            "delay": delay, "priority": engine_priority(sub.priority), "timeout": sub.timeout_ms,
+            "expires_at": expires_at,
+        })  # fmt: skip
+        by_queue.setdefault(sub.queue, []).append(index)
+    added: dict[int, Job] = {}
+    for name, indexes in by_queue.items():
+        jobs = await backend.queue(name).add_bulk([specs[i] for i in indexes])
+        added.update(zip(indexes, jobs, strict=True))
+    return [added[i] for i in range(len(subs))]
+
+
+async def _take_back(backend: Backend, subs: list[Submission]) -> None:
+    """Undo the writes of an enqueue that failed partway, as far as Redis lets: remove the
+    jobs that went in, and forget the records of those it does not hold. A job a worker
+    claimed meanwhile stays, with its record, and so does whatever Redis did not let us
+    reach."""
+    for sub in subs:
+        queue = backend.queue(sub.queue)
+        with contextlib.suppress(Exception):  # JobNotFoundError: never added; JobStateError:
+            await queue.remove(sub.id)  # claimed meanwhile, it runs
+        with contextlib.suppress(Exception):
+            if await queue.get_job(sub.id) is None:
+                await backend.records.forget(sub.queue, sub.id)
 
 
 async def cancel(backend: Backend, job_id: str) -> dict[str, Any]:

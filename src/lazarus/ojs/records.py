@@ -63,20 +63,44 @@ class Records:
     async def create(self, queue: str, job_id: str, fields: dict[str, Any]) -> bool:
         """Write a new job's record (``fields`` hold its ``created_at``) and index it;
         ``False`` if the id is taken."""
-        key = self.key(queue, job_id)
+        return not await self.create_all([(queue, job_id, fields)])
+
+    async def create_all(self, jobs: list[tuple[str, str, dict[str, Any]]]) -> list[int]:
+        """:meth:`create` for each ``(queue, id, fields)``, in four round trips whatever their
+        number; the positions of those whose id was taken (nothing is written for them)."""
+        keys = [self.key(queue, job_id) for queue, job_id, _ in jobs]
         # The record first: an index entry with neither a job nor a record is one that
         # prune() deletes, so none may exist, even for a moment, while a job is being added.
         # Taking its created_at field is what claims the id in this queue.
-        if not await self.client.hsetnx(key, "created_at", _encode(fields)["created_at"]):
-            return False
-        if not await self.client.hsetnx(self.index, job_id, queue):  # taken in another queue
-            await self.client.delete(key)
-            return False
-        # Keys in several slots on a cluster, so no transaction: the queue is listed before
-        # the job is added (listing it twice is harmless; an unlisted queue is not swept).
-        await self.client.sadd(self.queues, queue)
-        await self.client.hset(key, mapping=_encode(fields))
-        return True
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key, (_, _, fields) in zip(keys, jobs, strict=True):
+                pipe.hsetnx(key, "created_at", _encode(fields)["created_at"])
+            claimed = await pipe.execute()
+            for ok, (queue, job_id, _) in zip(claimed, jobs, strict=True):
+                if ok:
+                    pipe.hsetnx(self.index, job_id, queue)
+            indexed = iter(await pipe.execute())
+        taken: list[int] = []
+        won: list[int] = []
+        lost: list[str] = []  # claimed in this queue, but the id is taken in another one
+        for position, ok in enumerate(claimed):
+            if ok and next(indexed):
+                won.append(position)
+            else:
+                taken.append(position)
+                if ok:
+                    lost.append(keys[position])
+        # Keys in several slots on a cluster, so no transaction: the queues are listed before
+        # the jobs are added (listing one twice is harmless; an unlisted queue is not swept).
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key in lost:
+                pipe.delete(key)
+            for queue in dict.fromkeys(jobs[position][0] for position in won):
+                pipe.sadd(self.queues, queue)
+            for position in won:
+                pipe.hset(keys[position], mapping=_encode(jobs[position][2]))
+            await pipe.execute()
+        return taken
 
     async def adopt(self, queue: str, job_id: str) -> None:
         """Index a job that came into ``queue`` without OJS (added by lazarus itself), so
@@ -155,10 +179,17 @@ class Records:
 
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
         """Append an OJS event (``job.enqueued``, ``job.completed``, ...)."""
-        await self.client.xadd(
-            self.events, {"type": kind, "time": now_ms(), "data": json.dumps(data)},
-            maxlen=MAX_EVENTS, approximate=True,
-        )  # fmt: skip
+        await self.emit_all(kind, [data])
+
+    async def emit_all(self, kind: str, events: list[dict[str, Any]]) -> None:
+        """Append an OJS event of ``kind`` for each of ``events``' data, in one round trip."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for data in events:
+                pipe.xadd(
+                    self.events, {"type": kind, "time": now_ms(), "data": json.dumps(data)},
+                    maxlen=MAX_EVENTS, approximate=True,
+                )  # fmt: skip
+            await pipe.execute()
 
     async def read_events(self, limit: int) -> list[dict[str, Any]]:
         """The newest ``limit`` events, oldest first."""
@@ -169,6 +200,11 @@ class Records:
             events.append({"id": _text(entry_id), "type": f["type"], "time": int(f["time"]),
                            "data": json.loads(f["data"])})  # fmt: skip
         return events
+
+
+def stored(fields: dict[str, Any]) -> dict[str, str]:
+    """Record ``fields`` as a record holds them, and :meth:`Records.read` returns them."""
+    return _encode(fields)
 
 
 def _encode(fields: dict[str, Any]) -> dict[Any, Any]:
