@@ -79,6 +79,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("GET", "/ojs/manifest"): V,
     ("GET", "/ojs/v1/health"): V,
     ("POST", "/ojs/v1/jobs"): OP,
+    ("POST", "/ojs/v1/jobs/batch"): OP,
     ("GET", "/ojs/v1/jobs/{job_id}"): V,
     ("DELETE", "/ojs/v1/jobs/{job_id}"): OP,
     ("POST", "/ojs/v1/workers/fetch"): OP,

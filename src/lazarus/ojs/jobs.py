@@ -1,5 +1,5 @@
-"""PUSH, INFO and CANCEL: jobs enter lazarus queues (one or many, all or none), are read back
-as OJS sees them, or are cancelled (removed from the engine, their last view kept in the OJS
+"""PUSH (one job or a batch), INFO and CANCEL: jobs enter lazarus queues, are read back as
+OJS sees them, or are cancelled (removed from the engine, their last view kept in the OJS
 record)."""
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from .. import _scripts
 from ..errors import JobStateError
 from ..job import Job
 from .backend import MEMO_LOCK_MS, Backend, Loaded
-from .envelope import Submission
+from .envelope import Submission, invalid, parse_submission
 from .errors import OjsError
 from .records import stored
 from .states import TERMINAL
 
+MAX_BATCH = 1000
+"""The most jobs one batch PUSH takes (the spec asks for at least 1,000): the batch is checked
+and written in one request, so its size bounds that request's work."""
 # An expiry closer than this to the job's due time is left to the fetch: the engine refuses
 # one that comes before the job is due by its own clock, a few milliseconds on.
 ENGINE_EXPIRY_MARGIN = 1_000
@@ -35,6 +38,34 @@ async def enqueue(backend: Backend, sub: Submission) -> dict[str, Any]:
     """PUSH: add one job; 409 ``duplicate`` when its id is taken."""
     (view,) = await enqueue_all(backend, [sub])
     return view
+
+
+def parse_batch(body: Any) -> list[Submission]:
+    """Validate a batch PUSH body: ``jobs``, at most :data:`MAX_BATCH` of them, each checked by
+    the parser of a single PUSH. The first bad job's error names its index and field."""
+    if not isinstance(body, dict):
+        raise invalid("the request body must be a JSON object with a 'jobs' array", field="jobs")
+    jobs = body.get("jobs")
+    if not isinstance(jobs, list) or not jobs:
+        raise invalid("jobs must be a non-empty array of jobs", field="jobs")
+    if len(jobs) > MAX_BATCH:
+        raise invalid(f"jobs holds {len(jobs)} jobs, over the limit of {MAX_BATCH} per batch",
+                      field="jobs")  # fmt: skip
+    subs: list[Submission] = []
+    seen: dict[str, int] = {}
+    for index, job in enumerate(jobs):
+        if not isinstance(job, dict):
+            raise at_index(invalid("a job must be a JSON object"), index)
+        try:
+            sub = parse_submission(job)
+        except OjsError as exc:
+            raise at_index(exc, index) from None
+        if sub.id in seen:
+            raise at_index(invalid(f"id {sub.id!r} is that of jobs[{seen[sub.id]}] too",
+                                   field="id"), index)  # fmt: skip
+        seen[sub.id] = index
+        subs.append(sub)
+    return subs
 
 
 def at_index(error: OjsError, index: int) -> OjsError:

@@ -135,7 +135,7 @@ async def manifest() -> Response:
         "backend": "redis",
         "extensions": {"official": ["dead-letter"], "experimental": []},
         "capabilities": {"dead_letter": True, "retry": True, "heartbeat": True,
-                         "visibility_timeout": True, "events": True, "batch_enqueue": False},
+                         "visibility_timeout": True, "events": True, "batch_enqueue": True},
     })  # fmt: skip
 
 
@@ -156,6 +156,14 @@ async def enqueue(request: Request, backend: OjsBackend) -> Response:
     """PUSH one job."""
     submission = parse_submission(await json_body(request))
     return ojs_json({"job": await jobs.enqueue(backend, submission)}, 201)
+
+
+@router.post("/v1/jobs/batch", dependencies=_AUTH, status_code=201)
+async def enqueue_batch(request: Request, backend: OjsBackend) -> Response:
+    """PUSH a batch: every job checked first, then all enqueued or none."""
+    submissions = jobs.parse_batch(await json_body(request))
+    views = await jobs.enqueue_all(backend, submissions, batch=True)
+    return ojs_json({"jobs": views, "count": len(views)}, 201)
 
 
 @router.get("/v1/jobs/{job_id}")
