@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from .._keys import validate_queue_name
 from ..operators import Operators
-from . import dead_letter_routes, errors, routes
+from . import dead_letter_routes, errors, queue_routes, routes
 from .backend import DEFAULT_DEAD_LETTER_QUEUE, Backend
 from .dead_letters import DeadLetters
 from .sweeper import Sweeper
@@ -45,6 +45,7 @@ def mount(
     errors.install(sub)
     sub.include_router(routes.router)
     sub.include_router(dead_letter_routes.router)
+    sub.include_router(queue_routes.router)
     app.mount("/ojs", sub)
     return _upkeep(Sweeper(backend))
 

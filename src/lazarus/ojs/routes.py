@@ -135,7 +135,8 @@ async def manifest() -> Response:
         "backend": "redis",
         "extensions": {"official": ["dead-letter"], "experimental": []},
         "capabilities": {"dead_letter": True, "retry": True, "heartbeat": True,
-                         "visibility_timeout": True, "events": True, "batch_enqueue": True},
+                         "visibility_timeout": True, "events": True, "batch_enqueue": True,
+                         "pause_resume": True},
     })  # fmt: skip
 
 
