@@ -107,11 +107,12 @@ async def test_a_batch_as_large_as_the_limit_goes_in_whole(
      ([job(), job(options={"retry": {"max_attempts": 10**30}})], 422, 1,
       "options.retry.max_attempts"),
      ([job(), job(options={"delay_until": "tomorrow"})], 400, 1, "options.delay_until"),
+     ([job(), job(expires_at="9000-01-01T00:00:00Z")], 400, 1, "expires_at"),
      ([job(id="0194ffff-0000-7000-8000-000000000001"), job(),
        job(id="0194ffff-0000-7000-8000-000000000001")], 400, 2, "id"),
      ([job(), "mail.send"], 400, 1, None)],
     ids=["no type", "args not an array", "bad queue", "retry past its cap", "bad due time",
-         "an id twice", "not an object"],
+         "expiry too far", "an id twice", "not an object"],
 )  # fmt: skip
 async def test_a_bad_job_refuses_the_whole_batch_naming_its_index_and_field(
     client: httpx.AsyncClient, raw: Any, prefix: str, jobs: list[Any], status: int, index: int,

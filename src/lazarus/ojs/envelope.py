@@ -125,7 +125,8 @@ def _expires_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
             expires = parse_time(source[field], name)
             if expires - now_ms() > MAX_DURATION_MS:
                 years = MAX_DURATION_MS // 31_536_000_000
-                raise invalid(f"{name} is more than {years} years ahead, got {source[field]!r}")
+                raise invalid(f"{name} is more than {years} years ahead, got {source[field]!r}",
+                              field=name)  # fmt: skip
             return expires
     return None
 
