@@ -82,6 +82,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/ojs/v1/jobs/batch"): OP,
     ("GET", "/ojs/v1/jobs/{job_id}"): V,
     ("DELETE", "/ojs/v1/jobs/{job_id}"): OP,
+    ("POST", "/ojs/v1/jobs/{job_id}/activate"): OP,
     ("POST", "/ojs/v1/workers/fetch"): OP,
     ("POST", "/ojs/v1/workers/ack"): OP,
     ("POST", "/ojs/v1/workers/nack"): OP,

@@ -50,6 +50,7 @@ class Submission:
     priority: int
     delay_until_ms: int | None
     expires_at_ms: int | None  # after it the job must not start: it is discarded instead
+    pending: bool  # staged: not available to workers until ACTIVATE
     policy: RetryPolicy
     timeout_ms: int | None
     visibility_ms: int | None
@@ -131,6 +132,14 @@ def _expires_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
     return None
 
 
+def _flag(options: dict[str, Any], field: str) -> bool:
+    value = options.get(field, False)
+    if not isinstance(value, bool):
+        raise invalid(f"options.{field} must be true or false, got {value!r}",
+                      field=f"options.{field}")  # fmt: skip
+    return value
+
+
 def _positive_ms(options: dict[str, Any], field: str, maximum: int) -> int | None:
     value = options.get(field)
     if value is None:
@@ -195,6 +204,7 @@ def parse_submission(body: Any) -> Submission:
     return Submission(
         id=job_id, type=job_type, args=body["args"], queue=queue, priority=_priority(options),
         delay_until_ms=_due_ms(body, options), expires_at_ms=_expires_ms(body, options),
+        pending=_flag(options, "pending"),
         policy=parse_policy(options.get("retry")),
         timeout_ms=_positive_ms(options, "timeout_ms", MAX_TIMEOUT_MS),
         visibility_ms=_positive_ms(options, "visibility_timeout_ms", MAX_VISIBILITY_MS),

@@ -10,13 +10,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import _scripts
-from ..errors import JobStateError
+from ..errors import JobNotFoundError, JobStateError
 from ..job import Job
+from ..job_options import MAX_DURATION_MS
 from .backend import MEMO_LOCK_MS, Backend, Loaded
 from .envelope import Submission, invalid, parse_submission
 from .errors import OjsError
 from .records import stored
-from .states import TERMINAL
+from .states import TERMINAL, iso
 
 MAX_BATCH = 1000
 """The most jobs one batch PUSH takes (the spec asks for at least 1,000): the batch is checked
@@ -116,6 +117,10 @@ def _record(sub: Submission, now: int) -> dict[str, Any]:
         fields["timeout"] = sub.timeout_ms
     if sub.expires_at_ms is not None:
         fields["exp"] = sub.expires_at_ms
+    if sub.pending:  # held in the engine as delayed "for ever" until ACTIVATE
+        fields["pending"] = 1
+        if sub.delay_until_ms is not None:
+            fields["due"] = sub.delay_until_ms
     return fields
 
 
@@ -146,6 +151,8 @@ async def _add(backend: Backend, subs: list[Submission], now: int) -> list[Job]:
     for index, sub in enumerate(subs):
         policy = sub.policy
         delay = 0 if sub.delay_until_ms is None else max(sub.delay_until_ms - now, 0)
+        if sub.pending:
+            delay = MAX_DURATION_MS
         # The engine's expiry too (in-process workers honour it, and it shows as the job's),
         # when the job can start a while before it; a fetch checks the record's either way.
         expires_at = None
@@ -178,6 +185,29 @@ async def _take_back(backend: Backend, subs: list[Submission]) -> None:
         with contextlib.suppress(Exception):
             if await queue.get_job(sub.id) is None:
                 await backend.records.forget(sub.queue, sub.id)
+
+
+async def activate(backend: Backend, job_id: str) -> dict[str, Any]:
+    """ACTIVATE a pending job: it is available now (or scheduled, when it was pushed with a
+    ``scheduled_at`` still to come); 409 ``conflict`` for a job that is not pending."""
+    loaded = await backend.load(job_id)
+    if loaded.state != "pending":
+        raise OjsError(409, "conflict", f"job {job_id!r} is {loaded.state}; only a pending job "
+                       "can be activated", details={"job_id": job_id,
+                                                    "current_state": loaded.state})  # fmt: skip
+    now = backend.now()
+    queue = backend.queue(loaded.queue)
+    due = int(loaded.record.get("due") or 0)
+    try:
+        if due > now:
+            await queue.change_job_delay(job_id, due - now)
+        else:
+            await queue.promote_job(job_id)
+    except (JobStateError, JobNotFoundError):  # activated, cancelled or removed meanwhile
+        raise OjsError(409, "conflict", f"job {job_id!r} changed state; try again") from None
+    await backend.records.update(loaded.queue, job_id, {"pending": None, "activated_at": now})
+    view = (await backend.load_in(loaded.queue, job_id)).view()
+    return {**view, "activated_at": iso(now), "previous_state": "pending"}
 
 
 async def cancel(backend: Backend, job_id: str) -> dict[str, Any]:

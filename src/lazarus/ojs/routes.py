@@ -173,6 +173,12 @@ async def info(job_id: str, backend: OjsBackend) -> Response:
     return ojs_json({"job": (await backend.load(_job_id(job_id, "id"))).view()})
 
 
+@router.post("/v1/jobs/{job_id}/activate", dependencies=_AUTH)
+async def activate(job_id: str, backend: OjsBackend) -> Response:
+    """ACTIVATE a pending job."""
+    return ojs_json({"job": await jobs.activate(backend, _job_id(job_id, "id"))})
+
+
 @router.delete("/v1/jobs/{job_id}", dependencies=_AUTH)
 async def cancel(job_id: str, backend: OjsBackend) -> Response:
     """CANCEL a job that has not ended."""

@@ -5,7 +5,8 @@ OJS state      lazarus
 =============  ==============================================================================
 scheduled      delayed, never started (``delay_until`` in the future)
 available      waiting or prioritized (or held by a paused queue)
-pending        never: lazarus has no job awaiting activation
+pending        delayed "for ever" (due in about 317 years), never started, pushed with
+               ``options.pending`` and not yet activated (its record's ``pending`` flag)
 active         active (under a lease, in-process or remote)
 retryable      delayed after a failed attempt, waiting out its backoff
 completed      completed
@@ -41,7 +42,9 @@ def ojs_state(engine_state: JobState, job: Job | None, record: dict[str, str]) -
     if engine_state in ("waiting", "prioritized", "paused"):
         return "available"
     if engine_state == "delayed":
-        return "retryable" if job is not None and job.attempts_started else "scheduled"
+        if job is not None and job.attempts_started:
+            return "retryable"
+        return "pending" if record.get("pending") else "scheduled"
     if engine_state == "active":
         return "active"
     if engine_state == "completed":
