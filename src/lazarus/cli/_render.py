@@ -251,7 +251,7 @@ def _timeline_table(meta: DeadLetterMetadata) -> Table:
     return table
 
 
-def _attempts_table(attempts: list[AttemptRecord], out: Console, wide: bool) -> Table:
+def attempts_table(attempts: list[AttemptRecord], out: Console, wide: bool) -> Table:
     rows: list[dict[str, RenderableType]] = [
         {"#": str(a.attempt), "outcome": a.outcome, "worker": Text(a.worker),
          "started": iso(a.started_at) or "", "finished": iso(a.finished_at) or "",
@@ -286,7 +286,7 @@ def print_dead_letter(out: Console, job: Job, *, now: int, wide: bool = False) -
     out.rule(f"timeline ({len(meta.timeline)})")
     out.print(_timeline_table(meta) if meta.timeline else "no status change yet")
     out.rule(f"attempts ({len(meta.attempts)})")
-    out.print(_attempts_table(meta.attempts, out, wide) if meta.attempts else "no attempt records")
+    out.print(attempts_table(meta.attempts, out, wide) if meta.attempts else "no attempt records")
     for number, trace in enumerate(meta.stacktrace, start=1):
         out.rule(f"stack trace {number} of {len(meta.stacktrace)}")
         out.print(Text(trace.rstrip("\n")))

@@ -245,6 +245,7 @@ def _register_commands() -> None:
         audit,
         dlq,
         job,
+        job_show,
         migrate,
         queue,
         queues,
@@ -260,6 +261,8 @@ def _register_commands() -> None:
     main.add_command(queue.queue)
     main.add_command(schedules.schedules)
     main.add_command(job.job)
+    job.job.add_command(job_show.show)
+    queue.queue.add_command(job_show.jobs)
     main.add_command(dlq.dlq)
     main.add_command(serve.serve)
     main.add_command(migrate.migrate)
