@@ -100,35 +100,32 @@ def parse_time(value: object, field: str) -> int:
 def _due_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
     """When the job is due: ``options.delay_until``, else ``options.scheduled_at``, else
     ``scheduled_at``; ``None`` for now."""
-    for source, field, name in ((options, "delay_until", "options.delay_until"),
-                                (options, "scheduled_at", "options.scheduled_at"),
-                                (body, "scheduled_at", "scheduled_at")):  # fmt: skip
-        if field in source:
-            value = source[field]
-            if value is None:
-                return None
-            due = parse_time(value, name)
-            if due - now_ms() > MAX_DURATION_MS:
-                years = MAX_DURATION_MS // 31_536_000_000
-                raise invalid(f"{name} is more than {years} years ahead, got {value!r}",
-                              field=name)  # fmt: skip
-            return due
-    return None
+    return _moment(body, options, "options.delay_until", "options.scheduled_at", "scheduled_at")
 
 
 def _expires_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
     """When the job expires: ``expires_at``, else ``options.expires_at``; ``None`` for never.
     One that has passed, or comes before the job is due, is taken: the job is discarded
     without running when a worker would fetch it."""
-    for source, name in ((body, "expires_at"), (options, "options.expires_at")):
+    return _moment(body, options, "expires_at", "options.expires_at")
+
+
+def _moment(body: dict[str, Any], options: dict[str, Any], *names: str) -> int | None:
+    """The first of the timestamp fields ``names`` (``options.x`` in the options) that the
+    request gives, in ms; ``None`` when it gives none, or ``null`` for the first it gives."""
+    for name in names:
+        source = options if name.startswith("options.") else body
         field = name.rpartition(".")[2]
-        if source.get(field) is not None:
-            expires = parse_time(source[field], name)
-            if expires - now_ms() > MAX_DURATION_MS:
+        if field in source:
+            value = source[field]
+            if value is None:
+                return None
+            moment = parse_time(value, name)
+            if moment - now_ms() > MAX_DURATION_MS:
                 years = MAX_DURATION_MS // 31_536_000_000
-                raise invalid(f"{name} is more than {years} years ahead, got {source[field]!r}",
+                raise invalid(f"{name} is more than {years} years ahead, got {value!r}",
                               field=name)  # fmt: skip
-            return expires
+            return moment
     return None
 
 
