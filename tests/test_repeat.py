@@ -127,19 +127,24 @@ async def test_removing_a_schedule_removes_its_pending_occurrence(
 async def test_advancing_an_occurrence_twice_adds_the_next_one_once(
     queue: Queue, raw: aioredis.Redis
 ) -> None:
-    await queue.add("n", repeat={"every": 60_000})
+    job = await queue.add("n", repeat={"every": 60_000})
     [schedule] = await queue.get_repeatable_jobs()
-    keys = schedule_keys(queue.keys, schedule.key)
+    await raw.hset(queue.keys.job(job.id), "lockToken", "w:1")  # as a claim leaves it
+    keys = [*schedule_keys(queue.keys, schedule.key), queue.keys.completed, queue.keys.failed]
     following = schedule.next + 60_000
-    args = [now_ms(), 100, schedule.key, schedule.next, following]
+    args = [now_ms(), 100, schedule.key, schedule.next, following, job.id, "w:1"]
 
     replies = [await _scripts.load("repeat_job")(raw, keys, args) for _ in range(2)]
 
     assert replies == [1, 0]
     assert await queue.get_delayed_count() == 2
     assert await raw.hget(queue.keys.repeat(schedule.key), "next") == str(following)
+    [advanced] = await queue.get_repeatable_jobs()
+    assert advanced.last_run == job.id and advanced.last_skipped is None
+    nxt = f"repeat:{schedule.key}:{following}"
+    await raw.hset(queue.keys.job(nxt), "lockToken", "w:1")
     ended = await _scripts.load("repeat_job")(raw, keys, [now_ms(), 100, schedule.key,
-                                                          following, -1])  # fmt: skip
+                                                          following, -1, nxt, "w:1"])  # fmt: skip
     assert ended == 2 and await queue.get_repeatable_jobs() == []
 
 
@@ -156,6 +161,8 @@ async def test_advancing_an_occurrence_twice_adds_the_next_one_once(
         ({"every": 10, "limit": 0}, {}, ValueError, "repeat.limit"),
         ({"every": 10, "cron": "x"}, {}, ValueError, "unknown keys"),
         ({"every": 10, "end_date": 5}, {}, ValueError, "repeat.end_date"),
+        ({"every": 10, "overlap": "cancel"}, {}, ValueError, "repeat.overlap"),
+        ({"every": 10, "job_ids": "uuid4"}, {}, ValueError, "repeat.job_ids"),
         ({"every": 10}, {"delay": 5}, ValueError, "delay"),
         ({"every": 10}, {"attempts": 0}, ValueError, "attempts"),
         ("daily", {}, TypeError, "repeat"),

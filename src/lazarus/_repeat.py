@@ -2,12 +2,14 @@
 ``repeat={"pattern": cron, "tz": zone}``.
 
 A schedule is stored in Redis with its job template; its pending occurrence is an ordinary
-delayed job with the id ``repeat:<key>:<due ms>``. The worker that claims an occurrence
-computes the next due time (cron expressions by ``cronsim``) and has ``repeat_job.lua`` add the
-next occurrence: a compare-and-set on the schedule's next due time plus the per-occurrence
-job id make every occurrence exist once, whatever number of producers and workers race. A
-worker that dies before advancing leaves its occurrence to stall and be claimed again, by a
-worker that then advances the schedule.
+delayed job with the id ``repeat:<key>:<due ms>`` (or a UUIDv7 made of the due time and the
+key, with ``job_ids="uuid7"``). The worker that claims an occurrence computes the next due
+time (cron expressions by ``cronsim``) and has ``repeat_job.lua`` add the next occurrence: a
+compare-and-set on the schedule's next due time plus the per-occurrence job id make every
+occurrence exist once, whatever number of producers and workers race. A worker that dies
+before advancing leaves its occurrence to stall and be claimed again, by a worker that then
+advances the schedule. With ``overlap="skip"`` the same script removes, unrun, an occurrence
+that falls due while the last one that ran has not ended.
 """
 
 from __future__ import annotations
@@ -34,13 +36,19 @@ from .job_options import MAX_DURATION_MS, MAX_TIMESTAMP_MS
 
 log = logging.getLogger("lazarus.worker")
 
-_REPEAT_KEYS = {"every", "pattern", "tz", "limit", "end_date", "key"}
+_REPEAT_KEYS = {"every", "pattern", "tz", "limit", "end_date", "key", "overlap", "job_ids"}
+OVERLAPS = ("allow", "skip")
+JOB_IDS = ("repeat", "uuid7")
+SKIPPED = 3  # repeat_job.lua: the claimed occurrence was removed without running
+NOT_HELD = -3  # repeat_job.lua: the claimed occurrence is not held under the claim's token
 
 
 @dataclasses.dataclass(frozen=True)
 class Repeat:
     """A validated ``repeat`` option: ``every`` ms, or a cron ``pattern`` in time zone ``tz``;
-    at most ``limit`` occurrences, none due after ``end_date`` (ms)."""
+    at most ``limit`` occurrences, none due after ``end_date`` (ms); ``overlap`` ``"skip"``
+    skips an occurrence due while the last one that ran has not ended; ``job_ids``
+    ``"uuid7"`` names occurrences by UUIDv7s instead of ``repeat:<key>:<due>``."""
 
     every: int | None = None
     pattern: str | None = None
@@ -48,6 +56,8 @@ class Repeat:
     limit: int | None = None
     end_date: int | None = None
     key: str | None = None
+    overlap: str = "allow"
+    job_ids: str = "repeat"
 
     @classmethod
     def parse(cls, value: Any) -> Repeat:
@@ -72,6 +82,8 @@ class Repeat:
             end_date=None if end_date is None
             else check_int(end_date, "repeat.end_date", minimum=1, maximum=MAX_TIMESTAMP_MS),
             key=None if key is None else validate_name(key, "repeat.key"),
+            overlap=_one_of(value.get("overlap", "allow"), "repeat.overlap", OVERLAPS),
+            job_ids=_one_of(value.get("job_ids", "repeat"), "repeat.job_ids", JOB_IDS),
         )  # fmt: skip
 
     def schedule_key(self, name: str, job_id: str | None) -> str:
@@ -103,6 +115,20 @@ class Repeat:
         return due
 
 
+def _one_of(value: Any, field: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{field} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+    return str(value)
+
+
+def occurrence_due(job_id: str) -> int:
+    """When the occurrence ``job_id`` was due (ms): the end of ``repeat:<key>:<due>``, or the
+    time of a UUIDv7."""
+    if job_id.startswith("repeat:"):
+        return int(job_id.rsplit(":", 1)[1])
+    return int(job_id.replace("-", "")[:12], 16)
+
+
 def _check_pattern(pattern: Any, tz: Any) -> None:
     if not isinstance(pattern, str):
         raise TypeError(f"repeat.pattern must be a str, not {type(pattern).__name__}")
@@ -121,7 +147,10 @@ def _check_pattern(pattern: Any, tz: Any) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class RepeatableJob:
-    """One schedule of a queue, as :meth:`~lazarus.Queue.get_repeatable_jobs` lists it."""
+    """One schedule of a queue, as :meth:`~lazarus.Queue.get_repeatable_jobs` lists it:
+    besides its ``repeat`` options, ``next`` (when its pending occurrence is due, ms),
+    ``count`` (occurrences added), ``last_run`` and ``last_skipped`` (the job ids of the last
+    occurrence that ran and of the last one its ``overlap="skip"`` skipped)."""
 
     key: str
     name: str
@@ -132,10 +161,15 @@ class RepeatableJob:
     limit: int | None
     end_date: int | None
     count: int
+    overlap: str = "allow"
+    job_ids: str = "repeat"
+    last_run: str | None = None
+    last_skipped: str | None = None
 
     @property
     def repeat(self) -> Repeat:
-        return Repeat(self.every, self.pattern, self.tz, self.limit, self.end_date, self.key)
+        return Repeat(self.every, self.pattern, self.tz, self.limit, self.end_date, self.key,
+                      self.overlap, self.job_ids)  # fmt: skip
 
     @classmethod
     def from_fields(cls, key: str, f: Mapping[str, str]) -> RepeatableJob:
@@ -146,6 +180,8 @@ class RepeatableJob:
             key=key, name=f.get("name", ""), next=int(f.get("next") or 0),
             every=number("every"), pattern=f.get("pattern") or None, tz=f.get("tz") or None,
             limit=number("limit"), end_date=number("endDate"), count=int(f.get("count") or 0),
+            overlap=f.get("overlap") or "allow", job_ids=f.get("jobIds") or "repeat",
+            last_run=f.get("run") or None, last_skipped=f.get("skipped") or None,
         )  # fmt: skip
 
 
@@ -154,21 +190,26 @@ def schedule_keys(keys: QueueKeys, key: str) -> list[str]:
     return [*keys.group, keys.repeat_index, keys.repeat(key)]
 
 
-async def advance(client: Client, keys: QueueKeys, max_events: int, key: str, current: int) -> int:
-    """Add the occurrence that follows the one due at ``current`` (just claimed); returns
-    what ``repeat_job.lua`` answered (0 when another producer did it first)."""
+async def advance(
+    client: Client, keys: QueueKeys, max_events: int, key: str, job_id: str, token: str
+) -> int:
+    """Add the occurrence that follows ``job_id``, just claimed under ``token``, unless its
+    schedule skips it; returns what ``repeat_job.lua`` answered (0 when another producer did
+    it first, :data:`SKIPPED`, :data:`NOT_HELD`)."""
     raw = await client.hgetall(keys.repeat(key))
     if not raw:
         return 0
     fields = {_text(k): _text(v) for k, v in raw.items()}
+    current = occurrence_due(job_id)
     if fields.get("next") != str(current):
         return 0
     schedule = RepeatableJob.from_fields(key, fields)
     now = now_ms()
     following = schedule.repeat.following(current, schedule.count, now)
     reply = await _scripts.load("repeat_job")(
-        client, schedule_keys(keys, key), [now, max_events, key, current, following]
-    )
+        client, [*schedule_keys(keys, key), keys.completed, keys.failed],
+        [now, max_events, key, current, following, job_id, token],
+    )  # fmt: skip
     return int(reply)
 
 
@@ -211,7 +252,8 @@ class RepeatMixin:
             self._client, schedule_keys(self.keys, key),
             [now, self.max_events, key, name, payload, opts_json, priority, attempts,
              repeat.every or "", repeat.pattern or "", repeat.tz or "", repeat.limit or "",
-             repeat.end_date or "", first],
+             repeat.end_date or "", first, "skip" if repeat.overlap == "skip" else "",
+             "uuid7" if repeat.job_ids == "uuid7" else ""],
         )  # fmt: skip
         job = await self.get_job(_text(job_id))
         if job is None:  # already run and removed by retention: what is known of it
@@ -255,12 +297,20 @@ class RepeatMixin:
 
 
 async def produce_next(
-    client: Client, keys: QueueKeys, max_events: int, job_id: str, key: str
-) -> None:
-    """Advance the schedule of the occurrence ``job_id`` a worker just claimed. Never raises:
-    a failure is logged, and the occurrence runs all the same (its schedule then waits for
-    the occurrence to be claimed again, after a stall, or for the schedule to be added again)."""
+    client: Client, keys: QueueKeys, max_events: int, job_id: str, key: str, token: str
+) -> int:
+    """Advance the schedule of the occurrence ``job_id`` a worker just claimed under
+    ``token``; returns what :func:`advance` answered. The occurrence must not run when that is
+    :data:`SKIPPED` or :data:`NOT_HELD` (see :func:`runs`). Never raises: a failure is
+    logged, 0 returned, and the occurrence runs all the same (its schedule then waits for the
+    occurrence to be claimed again, after a stall, or for the schedule to be added again)."""
     try:
-        await advance(client, keys, max_events, key, int(job_id.rsplit(":", 1)[1]))
+        return await advance(client, keys, max_events, key, job_id, token)
     except Exception:
         log.exception("queue %s: cannot add the occurrence after %s", keys.queue, job_id)
+        return 0
+
+
+def runs(reply: int) -> bool:
+    """Whether an occurrence runs after :func:`produce_next` answered ``reply``."""
+    return reply not in (SKIPPED, NOT_HELD)

@@ -25,7 +25,7 @@ from ._ahead import CLAIM_AHEAD_OVER, CLAIM_AHEAD_UNDER, Ahead, Holds, claim_one
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, run_processor
 from ._progress import JobHandle
-from ._repeat import produce_next
+from ._repeat import produce_next, runs
 from ._supervision import Incident
 from .errors import (
     JobCancelledError,
@@ -98,7 +98,15 @@ class SlotRunner:
         self, claimed: ClaimedJob, slot: str, ahead: Ahead | None
     ) -> tuple[ClaimedJob | None, Ahead | None]:
         """Run ``claimed``; the slot's next job, and what it holds ahead of that."""
-        job, span = await self._begin(claimed)
+        begun = await self._begin(claimed)
+        if begun is None:  # skipped by its schedule: removed, nothing to run nor record
+            self.unhold(claimed)
+            next_job = await ahead.take() if ahead is not None else None
+            if next_job is not None and self.closing():
+                await self.hand_back(next_job, "was claimed ahead when the worker stopped")
+                next_job = None
+            return next_job, None
+        job, span = begun
         started = asyncio.get_running_loop().time()
         result, error = await self._run(claimed, job, span)
         short = (
@@ -148,13 +156,15 @@ class SlotRunner:
             raise
         return next_job
 
-    async def _begin(self, claimed: ClaimedJob) -> tuple[Job, Any]:
+    async def _begin(self, claimed: ClaimedJob) -> tuple[Job, Any] | None:
         """The job, bound to its queue, and its span (or None); a repeatable job's schedule
-        gets its next occurrence first."""
+        gets its next occurrence first, and None when the schedule skipped this one."""
         job = claimed.job.bind(self.handle)
         if job.repeat_key is not None:
-            await produce_next(self.ctx.client, self.ctx.keys, self.ctx.max_events, job.id,
-                               job.repeat_key)  # fmt: skip
+            reply = await produce_next(self.ctx.client, self.ctx.keys, self.ctx.max_events,
+                                       job.id, job.repeat_key, claimed.token)  # fmt: skip
+            if not runs(reply):
+                return None
         return job, (_tracing.start_process(job) if _tracing.active() else None)
 
     async def _run(

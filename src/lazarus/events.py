@@ -1,8 +1,9 @@
 """QueueEvents: follow a queue's events stream.
 
 Every transition appends an event (``waiting``, ``active``, ``completed``, ``retrying``,
-``failed``, ``deadLettered``, ``stalled``, ``delayed``, ``removed``, ``retried``, ``paused``,
-``resumed``, ``cleaned``, ``replayed``, ``purged``) with its fields, ``jobId`` among them.
+``failed``, ``deadLettered``, ``stalled``, ``delayed``, ``removed``, ``skipped``, ``retried``,
+``paused``, ``resumed``, ``cleaned``, ``replayed``, ``purged``) with its fields, ``jobId``
+among them.
 Events are read from the moment :meth:`QueueEvents.wait_until_ready` returns.
 
 Example::

@@ -43,8 +43,10 @@ the script may still be running. Per script:
   to run twice; ``prune_dead_letters`` is sent once (a second run would prune the next batch
   and report only those).
 - ``add_repeatable`` (a second run finds the schedule and answers with its pending
-  occurrence) and ``repeat_job`` (a compare-and-set on the schedule's next due time) change
-  nothing when run twice; ``remove_repeatable`` (a second run answers 0) is sent once.
+  occurrence) and ``repeat_job`` (a compare-and-set on the schedule's next due time; a
+  second run of a call that skipped its occurrence finds it gone and answers NOT_HELD, so
+  it still does not run) change nothing when run twice; ``remove_repeatable`` (a second run
+  answers 0) is sent once.
 - ``update_progress`` sets the same value again (one more ``progress`` event);
   ``beat_worker`` renews the same registration again.
 - ``add_log`` (a second run would append the line twice) is sent once.

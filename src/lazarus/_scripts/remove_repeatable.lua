@@ -35,7 +35,7 @@ local q = queue_keys(1)
 local key, schedule = ARGV[1], KEYS[12]
 local next = redis.call('HGET', schedule, 'next')
 if not next then return 0 end
-local id = occurrence_id(key, next)
+local id = occurrence_id(schedule, key, next)
 local removed = redis.call('ZREM', q.delayed, id) == 1 or redis.call('ZREM', q.prioritized, id) == 1
 -- Neither, nor running or finished: then waiting, the one place left (job_state.lua).
 if not removed and redis.call('EXISTS', q.job_prefix .. id) == 1
