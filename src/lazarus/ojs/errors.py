@@ -49,7 +49,7 @@ class OjsError(Exception):
 
     def __init__(
         self, status: int, code: str, message: str, *, retryable: bool = False,
-        details: dict[str, Any] | None = None,
+        details: dict[str, Any] | None = None, hint: str | None = None,
     ) -> None:  # fmt: skip
         super().__init__(message)
         self.status = status
@@ -57,6 +57,7 @@ class OjsError(Exception):
         self.message = message
         self.retryable = retryable
         self.details = details
+        self.hint = hint  # else the code's
 
 
 def ojs_json(body: Any, status: int = 200) -> JSONResponse:
@@ -72,7 +73,7 @@ def error_body(request: Request, error: OjsError) -> JSONResponse:
         "message": error.message,
         "retryable": error.retryable,
         "request_id": request_id(request),
-        "hint": _HINTS.get(error.code, "See the OJS HTTP binding's error catalog."),
+        "hint": error.hint or _HINTS.get(error.code, "See the OJS HTTP binding's error catalog."),
         "docs_url": DOCS_URL,
     }
     if error.details:

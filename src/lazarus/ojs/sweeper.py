@@ -1,8 +1,10 @@
 """The OJS server's own upkeep: remote workers run no lease keeper, so the server sweeps the
 queues that hold OJS jobs for expired leases (``sweep_stalled``: the job is available again;
 after too many stalls it is dead-lettered), fails attempts that outran their
-``timeout_ms``, and lets the OJS records of jobs the engine let go of expire
-(:meth:`~lazarus.ojs.records.Records.prune`, a bounded step per round)."""
+``timeout_ms``, gives the jobs of cron jobs that in-process workers started their OJS
+records (:class:`~lazarus.ojs.cron_jobs.CronWatch`), and lets the OJS records of jobs the
+engine let go of expire (:meth:`~lazarus.ojs.records.Records.prune`, a bounded step per
+round)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from .. import _moves, _scripts
 from .._codec import text as _text
 from .._scripts import CALL_BUDGET_US
 from .backend import Backend
+from .cron_jobs import CronWatch
 from .nack import expire
 
 log = logging.getLogger("lazarus.ojs")
@@ -38,6 +41,7 @@ class Sweeper:
         self._records_cursor = 0  # where the walk over the OJS index goes on
         self._records_walk_at = 0.0  # when the next walk may begin (monotonic seconds)
         self._moves_at = 0.0  # when the next look for moves cut short is due (the same)
+        self._crons = CronWatch(backend)
 
     def start(self) -> None:
         """Begin the rounds, in the running event loop."""
@@ -72,8 +76,8 @@ class Sweeper:
                 await asyncio.wait_for(self._stop.wait(), SWEEP_EVERY)
 
     async def tick(self) -> None:
-        """One round: expired leases, attempts past their timeout, then a step of the
-        records' upkeep."""
+        """One round: expired leases, attempts past their timeout, a step of the records'
+        upkeep, then one of the cron jobs'."""
         backend = self.backend
         records = backend.records
         dlq = backend.keys(backend.dead_letter_queue)
@@ -108,6 +112,7 @@ class Sweeper:
                 queue, job_id, token = member.split(" ", 2)
                 await expire(backend, queue, job_id, token)
         await self._prune_step()
+        await self._crons.step()
 
     async def _prune_step(self) -> None:
         """A step of the walk over the OJS records (a bounded one, every round), then a

@@ -15,6 +15,7 @@ from typing import Any
 from .. import _codec, _scripts
 from .._execution import parse_claimed
 from ..errors import JobExpiredError
+from . import cron_jobs
 from .backend import FETCH_MEMO_MS, MEMO_LOCK_MS, Backend, Loaded
 from .envelope import DEFAULT_VISIBILITY_MS
 from .errors import OjsError
@@ -64,8 +65,11 @@ async def _claim(
         [backend.now(), base, visibility_ms, count, backend.max_events, uuid.uuid4().hex, "",
          min(2 * visibility_ms, FETCH_MEMO_MS)],
     )  # fmt: skip
-    claimed = (parse_claimed(item, name) for item in reply[1:])
-    return [(c.job.id, c.token, base, c.cancelled) for c in claimed if c is not None]
+    claimed = [c for c in (parse_claimed(item, name) for item in reply[1:]) if c is not None]
+    # A repeatable job's schedule goes on (or skips it: not handed out) as with an in-process
+    # worker
+    return [(c.job.id, c.token, base, c.cancelled) for c in claimed
+            if await cron_jobs.started(backend, name, c)]  # fmt: skip
 
 
 async def _leased(
