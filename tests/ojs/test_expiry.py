@@ -127,3 +127,33 @@ async def test_a_waiting_job_cancelled_by_the_library_is_not_handed_out(
     assert (letter.reason, letter.error_type, letter.failed_reason) == (
         "cancelled", "JobCancelledError", "withdrawn"
     )  # fmt: skip
+
+
+async def events_of(client: httpx.AsyncClient, kind: str) -> list[dict[str, Any]]:
+    answer = await client.get("/ojs/v1/events", params={"types": kind})
+    found: list[dict[str, Any]] = answer.json()["events"]
+    return found
+
+
+async def test_a_scheduled_push_and_an_expiry_are_events(client: httpx.AsyncClient) -> None:
+    now = now_ms()
+    later = await push(client, scheduled_at=iso(now + 3_600_000))
+    await push(client)  # available at once: no job.scheduled
+    expires = now_ms() + 200
+    late = await push(client, expires_at=iso(expires))
+    await passed(expires)
+
+    assert len(await fetch(client, count=10)) == 1  # the available one; the expired one not
+
+    scheduled = await events_of(client, "job.scheduled")
+    assert [(e["data"]["job_id"], e["data"]["scheduled_at"]) for e in scheduled] == [
+        (later["id"], iso(now + 3_600_000))
+    ]
+    (expired,) = await events_of(client, "job.expired")
+    data = expired["data"]
+    assert (data["job_id"], data["job_type"], data["queue"]) == (late["id"], "mail.send", "mail")
+    assert data["ttl_ms"] == expires - int(
+        datetime.datetime.fromisoformat(data["created_at"].replace("Z", "+00:00")).timestamp()
+        * 1000
+    )
+    assert data["expired_at"] >= iso(expires)

@@ -103,6 +103,9 @@ async def enqueue_all(
         for sub, job, f in zip(subs, added, fields, strict=True)
     ]
     await backend.emit_all("job.enqueued", loaded)
+    for sub, one in zip(subs, loaded, strict=True):
+        if one.state == "scheduled" and sub.delay_until_ms is not None:
+            await backend.emit("job.scheduled", one, scheduled_at=iso(sub.delay_until_ms))
     return [one.view() for one in loaded]
 
 

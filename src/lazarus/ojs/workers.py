@@ -97,6 +97,11 @@ async def _leased(
 
         loaded = await backend.load_in(queue, job_id)
         await fail_attempt(backend, loaded, token, base, refusal[0], reason=refusal[1])
+        if refusal[1] == "expired":
+            created = int(record.get("created_at") or now)
+            ttl = int(record["exp"]) - created
+            await backend.emit("job.expired", loaded, created_at=iso(created),
+                               expired_at=iso(now), ttl_ms=ttl)  # fmt: skip
         return None
     if record.get("timeout"):
         deadline = now + int(record["timeout"])
