@@ -136,7 +136,8 @@ async def manifest() -> Response:
         "extensions": {"official": ["dead-letter"], "experimental": []},
         "capabilities": {"dead_letter": True, "retry": True, "heartbeat": True,
                          "visibility_timeout": True, "events": True, "batch_enqueue": True,
-                         "pause_resume": True},
+                         "pause_resume": True, "cron_jobs": True, "scheduled_jobs": True,
+                         "job_expiration": True, "pending_jobs": True},
     })  # fmt: skip
 
 
