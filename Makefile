@@ -28,7 +28,7 @@ CLUSTER_TESTS := tests/test_cluster.py tests/test_cluster_moves.py tests/test_ha
 	tests/test_promote.py tests/test_resent_adds.py tests/test_change_job.py \
 	tests/test_global_concurrency.py tests/test_metrics.py tests/test_run_at.py tests/test_cancel_job.py tests/test_expiry.py \
 	tests/test_cli.py tests/cli tests/test_sync.py tests/test_results.py tests/test_progress.py \
-	tests/test_repeat.py tests/test_deduplication.py tests/test_rate_limit.py \
+	tests/test_repeat.py tests/test_repeat_overlap.py tests/test_deduplication.py tests/test_rate_limit.py \
 	tests/test_job_timeout.py tests/test_obliterate.py tests/test_workers_registry.py \
 	tests/test_processor_failures.py tests/test_tasks.py tests/http tests/redrive
 # The core of the suite, for a second server binary in CI.
