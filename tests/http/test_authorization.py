@@ -88,6 +88,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/ojs/v1/workers/nack"): OP,
     ("POST", "/ojs/v1/workers/heartbeat"): OP,
     ("GET", "/ojs/v1/events"): V,
+    ("GET", "/ojs/v1/queues"): V,
     ("GET", "/ojs/v1/queues/{name}/stats"): V,
     ("POST", "/ojs/v1/queues/{name}/pause"): OP,
     ("POST", "/ojs/v1/queues/{name}/resume"): OP,

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from lazarus import Queue
+from lazarus import Queue, list_queues
 from lazarus.http import create_app
 from lazarus.ojs.queue_routes import SPLIT_LIMIT
 
@@ -270,3 +270,61 @@ async def test_the_manifest_announces_batch_enqueue_and_pause_resume(
 
     assert capabilities["batch_enqueue"] is True
     assert capabilities["pause_resume"] is True
+
+
+async def test_the_list_of_queues_has_every_queue_lazarus_knows_with_its_pause_state(
+    client: httpx.AsyncClient, redis_url: str, prefix: str, mail: Queue
+) -> None:
+    # Given 'mail' with an OJS job dead-lettered into the server's dead letter queue, a queue
+    # only lazarus itself wrote to, and a paused one
+    job_id = await enqueue(client, retry={"max_attempts": 1, "on_exhaustion": "dead_letter"})
+    assert await fetch(client) == [job_id]
+    await nack(client, job_id)
+    async with Queue("native", connection=redis_url, prefix=prefix) as native:
+        await native.add("native", {"to": "bob"})
+        await native.pause()
+
+    # When the queues are listed
+    response = await client.get("/ojs/v1/queues")
+
+    # Then every queue lazarus lists is there, and the dead letter queue, by name, with the
+    # pause state lazarus keeps
+    assert response.status_code == 200, response.text
+    body = response.json()
+    names = sorted({*await list_queues(redis_url, prefix=prefix), DLQ})
+    assert names == [DLQ, "mail", "native"]
+    assert body["queues"] == [{"name": DLQ, "status": "active"},
+                              {"name": "mail", "status": "active"},
+                              {"name": "native", "status": "paused"}]  # fmt: skip
+    assert body["pagination"] == {"total": 3, "limit": 50, "offset": 0, "has_more": False}
+
+
+async def test_the_list_of_queues_comes_a_page_at_a_time(
+    client: httpx.AsyncClient, redis_url: str, prefix: str
+) -> None:
+    for name in ("q-a", "q-b", "q-c"):
+        async with Queue(name, connection=redis_url, prefix=prefix) as queue:
+            await queue.add("x", {})
+
+    middle = (await client.get("/ojs/v1/queues", params={"limit": 1, "offset": 1})).json()
+    last = (await client.get("/ojs/v1/queues", params={"limit": 2, "offset": 2})).json()
+
+    assert [q["name"] for q in middle["queues"]] == ["q-b"]
+    assert middle["pagination"] == {"total": 3, "limit": 1, "offset": 1, "has_more": True}
+    assert [q["name"] for q in last["queues"]] == ["q-c"]
+    assert last["pagination"]["has_more"] is False
+
+
+@pytest.mark.parametrize(("params", "field"), [({"limit": 0}, "limit"),
+                                               ({"limit": 1001}, "limit"),
+                                               ({"offset": -1}, "offset"),
+                                               ({"limit": "many"}, "limit")])  # fmt: skip
+async def test_a_bad_page_of_the_list_of_queues_is_refused_naming_its_field(
+    client: httpx.AsyncClient, params: dict[str, Any], field: str
+) -> None:
+    response = await client.get("/ojs/v1/queues", params=params)
+
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["details"] == {"field": field}
+    assert field in error["message"]

@@ -104,11 +104,13 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    fields = [".".join(str(p) for p in e.get("loc", ())[1:]) for e in exc.errors()]
     message = "; ".join(
-        f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg')}"
-        for e in exc.errors()
+        f"{field or 'request'}: {e.get('msg')}" for field, e in zip(fields, exc.errors())
     )
-    return error_body(request, OjsError(400, "invalid_request", message or "invalid request"))
+    details = {"field": fields[0]} if fields and fields[0] else None
+    return error_body(request, OjsError(400, "invalid_request", message or "invalid request",
+                                        details=details))  # fmt: skip
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -1,5 +1,7 @@
-"""The OJS queue routes (Level 4): a queue's statistics, pause and resume, over lazarus's own
-``Queue.get_job_counts``, ``get_metrics``, ``pause``, ``resume`` and ``is_paused``.
+"""The OJS queue routes: the list of queues (Level 0), and a queue's statistics, pause and
+resume (Level 4), over lazarus's own ``list_queues``, ``Queue.get_job_counts``,
+``get_metrics``, ``pause``, ``resume`` and ``is_paused``. The admin API
+(:mod:`~lazarus.ojs.admin_routes`) shares the helpers.
 
 A pause is lazarus's: workers, in-process or remote (FETCH), claim nothing from the queue, the
 jobs they hold run on, and jobs may still be enqueued (they wait, ``available``).
@@ -7,14 +9,14 @@ jobs they hold run on, and jobs may still be enqueued (they wait, ``available``)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from .._codec import text
 from ..dead_letter import DeadLetterFilter, DeadLetterView
 from ..http._deps import require_token
-from ..queue import Queue
+from ..queue import Queue, list_queues
 from .backend import Backend
 from .dead_letter_routes import Dead
 from .envelope import queue_name
@@ -26,26 +28,56 @@ router = APIRouter()
 _AUTH = [Depends(require_token)]
 STATS_MINUTES = 60  # the window of completed_last_hour, failed_last_hour and the throughput
 SPLIT_LIMIT = 10_000
-"""The most delayed jobs a stats call reads to tell ``scheduled`` from ``retryable`` (one
-field of each); past it both are ``null`` and ``delayed`` has their sum."""
+"""The most delayed jobs a request reads to tell ``scheduled`` from ``retryable`` (one field
+of each); past it both are ``null`` and ``delayed`` has their sum."""
+MAX_QUEUE_PAGE = 1000
+
+
+async def queue_names(backend: Backend, view: DeadLetterView) -> list[str]:
+    """Every queue lazarus knows under the prefix, sorted: those jobs were ever added to
+    (:func:`lazarus.list_queues`) and the dead letter queues."""
+    names = await list_queues(backend.client, prefix=backend.prefix)
+    return sorted({*names, *await view.dead_letter_queues()})
+
+
+async def paused_flags(backend: Backend, names: list[str]) -> list[bool]:
+    """Whether each queue of ``names`` is paused, in one round trip."""
+    async with backend.client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.hexists(backend.keys(name).meta, "paused")
+        return [bool(flag) for flag in await pipe.execute()]
+
+
+@router.get("/v1/queues")
+async def list_all_queues(
+    backend: OjsBackend,
+    dead: Dead,
+    limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_PAGE)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Response:
+    """Every queue lazarus knows, by name, with whether it is paused, a page at a time."""
+    names = await queue_names(backend, dead.view)
+    page = names[offset : offset + limit]
+    flags = await paused_flags(backend, page)
+    queues = [{"name": name, "status": "paused" if paused else "active"}
+              for name, paused in zip(page, flags, strict=True)]  # fmt: skip
+    return ojs_json({"queues": queues, "pagination": {
+        "total": len(names), "limit": limit, "offset": offset,
+        "has_more": offset + len(page) < len(names),
+    }})  # fmt: skip
 
 
 @router.get("/v1/queues/{name}/stats")
 async def queue_stats(name: str, backend: OjsBackend, dead: Dead) -> Response:
     """The queue's jobs by OJS state, its pause flag and its throughput; 404 for a queue that
     was never written to, used as a dead letter queue, nor paused."""
-    queue = backend.queue(queue_name(name, "name"))
-    paused = await queue.is_paused()
-    if not paused and not await _known(backend, queue):
-        raise OjsError(404, "not_found", f"queue {queue.name!r} not found")
+    queue, paused = await known_queue(backend, name)
     now = backend.now()
-    counts = await _counts(backend, queue, dead.view)
-    metrics = await queue.get_metrics(STATS_MINUTES, now=now)
-    window_ms = now - metrics.completed_per_minute[0][0]  # whole minutes, the current one too
-    completed = sum(n for _, n in metrics.completed_per_minute)
+    counts = await job_counts(backend, queue, dead.view)
+    completed, failed, window_ms = await last_hour(queue, now)
     throughput = {
         "completed_last_hour": completed,
-        "failed_last_hour": sum(n for _, n in metrics.failed_per_minute),
+        "failed_last_hour": failed,
         "throughput_per_second": round(completed * 1000 / window_ms, 6),
     }
     return ojs_json({
@@ -56,6 +88,16 @@ async def queue_stats(name: str, backend: OjsBackend, dead: Dead) -> Response:
     })  # fmt: skip
 
 
+async def known_queue(backend: Backend, name: str) -> tuple[Queue, bool]:
+    """The queue ``name`` (a 400 naming ``name`` for a bad one) and whether it is paused; 404
+    unless lazarus knows it: jobs were added to it, it holds dead letters, or it is paused."""
+    queue = backend.queue(queue_name(name, "name"))
+    paused = await queue.is_paused()
+    if not paused and not await _known(backend, queue):
+        raise OjsError(404, "not_found", f"queue {queue.name!r} not found")
+    return queue, paused
+
+
 async def _known(backend: Backend, queue: Queue) -> bool:
     """Whether lazarus knows the queue: jobs were added to it, or it holds dead letters."""
     for registry in (queue.keys.registry, queue.keys.dead_letter_registry):
@@ -64,9 +106,20 @@ async def _known(backend: Backend, queue: Queue) -> bool:
     return False
 
 
-async def _counts(backend: Backend, queue: Queue, view: DeadLetterView) -> dict[str, int | None]:
+async def last_hour(queue: Queue, now: int) -> tuple[int, int, int]:
+    """The queue's jobs completed and failed for good over the last :data:`STATS_MINUTES`
+    minutes (lazarus's per-minute metrics), and that window in milliseconds."""
+    metrics = await queue.get_metrics(STATS_MINUTES, now=now)
+    window_ms = now - metrics.completed_per_minute[0][0]  # whole minutes, the current one too
+    completed = sum(n for _, n in metrics.completed_per_minute)
+    return completed, sum(n for _, n in metrics.failed_per_minute), window_ms
+
+
+async def job_counts(
+    backend: Backend, queue: Queue, view: DeadLetterView, *, split_limit: int = SPLIT_LIMIT
+) -> dict[str, int | None]:
     """The queue's jobs by OJS state (lazarus's counts; delayed jobs split by whether they
-    ran before), and their total."""
+    ran before, when there are at most ``split_limit`` of them), and their total."""
     counts = await queue.get_job_counts()
     # lazarus counts a dead letter queue's dead letters as waiting; to OJS they are
     # discarded jobs of the queues they came from, and are counted there.
@@ -81,29 +134,41 @@ async def _counts(backend: Backend, queue: Queue, view: DeadLetterView) -> dict[
         "completed": counts["completed"],
         "discarded": counts["failed"] + from_here,
     }
-    split = await _split_delayed(backend, queue, counts["delayed"])
-    if split is None:
+    if counts["delayed"] > split_limit:
         found["delayed"] = counts["delayed"]
     else:
-        found["scheduled"], found["retryable"] = split
+        scheduled, retryable = await split_delayed(backend, queue, split_limit)
+        found["scheduled"], found["retryable"] = len(scheduled), len(retryable)
     found["total"] = sum(n for n in found.values() if n is not None)
     return found
 
 
-async def _split_delayed(backend: Backend, queue: Queue, delayed: int) -> tuple[int, int] | None:
-    """How many delayed jobs wait to run for the first time (``scheduled``) and how many to
-    run again after a failure (``retryable``), as a job's own view tells them; ``None`` for
-    more than :data:`SPLIT_LIMIT` of them."""
-    if delayed > SPLIT_LIMIT:
-        return None
+async def split_delayed(backend: Backend, queue: Queue, limit: int) -> tuple[list[str], list[str]]:
+    """The ids of the queue's first ``limit`` delayed jobs, soonest due first, split into those
+    that wait to run for the first time (``scheduled``) and those that wait to run again after
+    a failure (``retryable``), as a job's own view tells them."""
+    if limit < 1:
+        return [], []
     keys = queue.keys
-    ids = await backend.client.zrange(keys.delayed, 0, SPLIT_LIMIT - 1)
+    ids = [text(i) for i in await backend.client.zrange(keys.delayed, 0, limit - 1)]
     async with backend.client.pipeline(transaction=False) as pipe:
         for job_id in ids:
-            pipe.hget(keys.job(text(job_id)), "ats")  # attempts started
+            pipe.hget(keys.job(job_id), "ats")  # attempts started
         started = await pipe.execute()
-    retryable = sum(1 for n in started if n is not None and int(n) > 0)
-    return len(ids) - retryable, retryable
+    ran = [n is not None and int(n) > 0 for n in started]
+    return ([i for i, r in zip(ids, ran) if not r], [i for i, r in zip(ids, ran) if r])
+
+
+async def set_paused(request: Request, backend: Backend, queue: Queue, paused: bool) -> int | None:
+    """Pause or resume the queue; the time it changed, or ``None`` when it was so already (a
+    change records a ``queue.paused`` or ``queue.resumed`` event naming who asked)."""
+    changed = await queue.is_paused() != paused
+    await (queue.pause() if paused else queue.resume())
+    if not changed:  # it was so before, since a time lazarus does not keep
+        return None
+    kind, by = ("queue.paused", "paused_by") if paused else ("queue.resumed", "resumed_by")
+    await backend.records.emit(kind, {"queue": queue.name, by: actor(request)})
+    return backend.now()
 
 
 @router.post("/v1/queues/{name}/pause", dependencies=_AUTH)
@@ -111,13 +176,10 @@ async def pause_queue(name: str, request: Request, backend: OjsBackend) -> Respo
     """Stop every worker, in-process or remote, from claiming the queue's jobs; the jobs they
     hold run on. A queue may be paused before its first job."""
     queue = backend.queue(queue_name(name, "name"))
-    changed = not await queue.is_paused()
-    await queue.pause()
+    at = await set_paused(request, backend, queue, True)
     body: dict[str, Any] = {"queue": {"name": queue.name, "paused": True}, "status": "paused"}
-    if changed:  # else it was paused before, at a time lazarus does not keep
-        body["paused_at"] = iso(backend.now())
-        await backend.records.emit("queue.paused", {"queue": queue.name,
-                                                    "paused_by": _actor(request)})  # fmt: skip
+    if at is not None:
+        body["paused_at"] = iso(at)
     return ojs_json(body)
 
 
@@ -125,17 +187,14 @@ async def pause_queue(name: str, request: Request, backend: OjsBackend) -> Respo
 async def resume_queue(name: str, request: Request, backend: OjsBackend) -> Response:
     """Let workers claim the queue's jobs again."""
     queue = backend.queue(queue_name(name, "name"))
-    changed = await queue.is_paused()
-    await queue.resume()
+    at = await set_paused(request, backend, queue, False)
     body: dict[str, Any] = {"queue": {"name": queue.name, "paused": False}, "status": "active"}
-    if changed:
-        body["resumed_at"] = iso(backend.now())
-        await backend.records.emit("queue.resumed", {"queue": queue.name,
-                                                     "resumed_by": _actor(request)})  # fmt: skip
+    if at is not None:
+        body["resumed_at"] = iso(at)
     return ojs_json(body)
 
 
-def _actor(request: Request) -> str:
+def actor(request: Request) -> str:
     """Who asked, as lazarus's audit trail names them (``operator:<token name>``)."""
     principal = getattr(request.state, "principal", None)
     return principal.actor() if principal is not None else "operator:api"
