@@ -135,6 +135,14 @@ class Backend:
         })  # fmt: skip
         await self.records.client.zrem(self.records.timeouts, *self._timeout_members(loaded))
 
+    async def reopen_record(self, queue_name: str, job_id: str) -> None:
+        """Record that the engine holds the job again (retried after it was discarded): its
+        OJS state is the engine's once more, and no earlier lease or backoff is kept."""
+        await self.records.update(queue_name, job_id, {
+            "state": None, "snapshot": None, "token": None, "token_base": None,
+            "retry_delay_ms": None, "next_attempt_at": None,
+        })  # fmt: skip
+
     def _timeout_members(self, loaded: Loaded) -> list[str]:
         return [f"{loaded.queue} {loaded.id} {loaded.record.get('token', '')}"]
 

@@ -68,7 +68,10 @@ class DeadLetters:
 
     async def retry(self, job_id: str) -> dict[str, Any]:
         """Put the job back in its queue under its own id, attempts reset; its view."""
-        dead = await self.find(job_id)
+        return await self.retry_letter(await self.find(job_id))
+
+    async def retry_letter(self, dead: Job) -> dict[str, Any]:
+        """:meth:`retry` of the dead letter ``dead``."""
         meta = dead.dead_letter
         assert meta is not None
         original = meta.original_job_id or dead.id
@@ -78,23 +81,23 @@ class DeadLetters:
             [(dead.id, replay.KEEP)], new_ids=[original],
         )  # fmt: skip
         if isinstance(result, int):
-            raise OjsError(409, "conflict", f"the dead letter of {job_id!r} changed; try again")
+            raise OjsError(409, "conflict", f"the dead letter of {original!r} changed; try again")
         records = self.backend.records
         if await records.queue_of(original) is None:  # a job no OJS client enqueued
             await records.create(
                 meta.source_queue, original, {"created_at": meta.original_timestamp}
             )
-        await records.update(meta.source_queue, original, {
-            "state": None, "snapshot": None, "token": None, "token_base": None,
-            "retry_delay_ms": None, "next_attempt_at": None,
-        })  # fmt: skip
+        await self.backend.reopen_record(meta.source_queue, original)
         loaded = await self.backend.load_in(meta.source_queue, original)
         await self.backend.emit("job.retried", loaded)
         return loaded.view()
 
     async def delete(self, job_id: str) -> str:
         """Delete the dead letter of ``job_id`` for good; the original job's id."""
-        dead = await self.find(job_id)
+        return await self.delete_letter(await self.find(job_id))
+
+    async def delete_letter(self, dead: Job) -> str:
+        """:meth:`delete` of the dead letter ``dead``."""
         await self.backend.queue(dead.queue_name).purge_dead_letter(dead.id)
         meta = dead.dead_letter
         return meta.original_job_id if meta and meta.original_job_id else dead.id

@@ -215,7 +215,12 @@ async def activate(backend: Backend, job_id: str) -> dict[str, Any]:
 
 async def cancel(backend: Backend, job_id: str) -> dict[str, Any]:
     """Cancel a job that has not ended; 409 ``conflict`` for one that has."""
-    loaded = await backend.load(job_id)
+    return await cancel_loaded(backend, await backend.load(job_id))
+
+
+async def cancel_loaded(backend: Backend, loaded: Loaded) -> dict[str, Any]:
+    """Cancel ``loaded``, which OJS indexes, as :func:`cancel` does; its view after."""
+    job_id = loaded.id
     if loaded.state in TERMINAL:
         raise OjsError(409, "conflict", f"job {job_id!r} is {loaded.state} and cannot be cancelled")
     now = backend.now()
