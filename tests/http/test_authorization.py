@@ -104,6 +104,15 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("GET", "/ojs/v1/admin/dead-letter/{job_id}"): V,
     ("DELETE", "/ojs/v1/admin/dead-letter/{job_id}"): OP,
     ("POST", "/ojs/v1/admin/dead-letter/{job_id}/retry"): OP,
+    # the OJS admin API: reads a viewer's, every write an operator's
+    ("GET", "/ojs/v1/admin/queues"): V,
+    ("GET", "/ojs/v1/admin/queues/{name}"): V,
+    ("POST", "/ojs/v1/admin/queues/{name}/pause"): OP,
+    ("POST", "/ojs/v1/admin/queues/{name}/resume"): OP,
+    ("GET", "/ojs/v1/admin/jobs"): V,
+    ("GET", "/ojs/v1/admin/jobs/{job_id}"): V,
+    ("GET", "/ojs/v1/admin/stats"): V,
+    ("GET", "/ojs/v1/admin/workers"): V,
 }  # fmt: skip
 
 TOKENS = {"viewer": "viewer-token-0123456789", "operator": "operator-token-0123456789",

@@ -1,0 +1,130 @@
+"""The OJS admin API extension (``ojs-admin-api``) under ``/ojs/v1/admin/``: queues with their
+jobs counted by state, pause and resume; jobs listed and read; the server's totals; the live
+workers. The dead letter routes of the extension are in
+:mod:`~lazarus.ojs.dead_letter_routes`.
+
+Reads need a viewer's token (when the server has tokens), writes an operator's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from ..http._deps import require_token
+from . import admin, admin_jobs
+from .dead_letter_routes import Dead
+from .envelope import invalid, queue_name
+from .errors import OjsError, ojs_json
+from .queue_routes import known_queue, queue_names, set_paused
+from .routes import OjsBackend, _job_id
+from .states import iso
+
+router = APIRouter(prefix="/v1/admin")
+_AUTH = [Depends(require_token)]
+MAX_PAGE = 10_000
+MAX_PER_PAGE = 100
+Page = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+PerPage = Annotated[int, Query(ge=1, le=MAX_PER_PAGE)]
+# Filters of the spec's job list that lazarus has no index for: refused, never ignored (a list
+# that ignored one would pass for filtered).
+_UNSUPPORTED = {
+    "type": "lazarus lists jobs by queue and state only",
+    "since": "lazarus lists jobs by queue and state only",
+    "until": "lazarus lists jobs by queue and state only",
+    "sort": "jobs come in the order of lazarus's lists",
+    "order": "jobs come in the order of lazarus's lists",
+    "limit": "use page and per_page",
+    "offset": "use page and per_page",
+}
+
+
+@router.get("/queues")
+async def admin_queues(
+    backend: OjsBackend, dead: Dead, page: Page = 1, per_page: PerPage = 20
+) -> Response:
+    """A page of the queues lazarus knows, by name, with their jobs counted by OJS state."""
+    return ojs_json(await admin.queue_page(backend, dead.view, page, per_page))
+
+
+@router.get("/queues/{name}")
+async def admin_queue(name: str, backend: OjsBackend, dead: Dead) -> Response:
+    """One queue: counts, pause state, live workers, last hour's throughput; 404 if unknown."""
+    queue, paused = await known_queue(backend, name)
+    return ojs_json(await admin.queue_detail(backend, dead.view, queue, paused))
+
+
+@router.post("/queues/{name}/pause", dependencies=_AUTH)
+async def admin_pause(name: str, request: Request, backend: OjsBackend) -> Response:
+    """Pause a queue, as ``POST /ojs/v1/queues/{name}/pause`` does."""
+    return ojs_json(await _set_paused(name, request, backend, True))
+
+
+@router.post("/queues/{name}/resume", dependencies=_AUTH)
+async def admin_resume(name: str, request: Request, backend: OjsBackend) -> Response:
+    """Resume a queue, as ``POST /ojs/v1/queues/{name}/resume`` does."""
+    return ojs_json(await _set_paused(name, request, backend, False))
+
+
+async def _set_paused(
+    name: str, request: Request, backend: OjsBackend, paused: bool
+) -> dict[str, Any]:
+    queue = backend.queue(queue_name(name, "name"))
+    at = await set_paused(request, backend, queue, paused)
+    body: dict[str, Any] = {"name": queue.name, "state": "paused" if paused else "active",
+                            "paused": paused}  # fmt: skip
+    if at is not None:  # else it was so already, since a time lazarus does not keep
+        body["paused_at" if paused else "resumed_at"] = iso(at)
+    return body
+
+
+@router.get("/jobs")
+async def admin_jobs_page(
+    request: Request,
+    backend: OjsBackend,
+    dead: Dead,
+    queue: str | None = None,
+    state: str | None = None,
+    page: Page = 1,
+    per_page: PerPage = 20,
+) -> Response:
+    """A page of jobs, of one queue or of every queue by name, in one OJS state or any."""
+    for field, why in _UNSUPPORTED.items():
+        if field in request.query_params:
+            raise invalid(f"{field} is not supported: {why}", field=field)
+    if state is not None and state not in admin_jobs.STATES:
+        raise invalid(f"state must be one of {', '.join(admin_jobs.STATES)}, got {state!r}",
+                      field="state")  # fmt: skip
+    if queue is not None:
+        names = [queue_name(queue, "queue")]
+    else:
+        names = await queue_names(backend, dead.view)
+    return ojs_json(await admin_jobs.job_page(backend, names, state, page, per_page))
+
+
+@router.get("/jobs/{job_id}")
+async def admin_job(job_id: str, backend: OjsBackend, queue: str | None = None) -> Response:
+    """A job's full envelope, as ``GET /ojs/v1/jobs/{id}`` has it; with ``queue``, also a job
+    lazarus itself added, which OJS does not index."""
+    job_id = _job_id(job_id, "id")
+    if queue is None:
+        return ojs_json((await backend.load(job_id)).view())
+    loaded = await backend.load_in(queue_name(queue, "queue"), job_id)
+    if loaded.job is None and not loaded.record:
+        raise OjsError(404, "not_found", f"job {job_id!r} not found in {queue!r}")
+    return ojs_json(loaded.view())
+
+
+@router.get("/stats")
+async def admin_stats(backend: OjsBackend, dead: Dead) -> Response:
+    """The server's totals: queues, live workers, jobs by OJS state, last hour's throughput."""
+    return ojs_json(await admin.totals(backend, dead.view))
+
+
+@router.get("/workers")
+async def admin_workers(
+    backend: OjsBackend, dead: Dead, page: Page = 1, per_page: PerPage = 20
+) -> Response:
+    """A page of the live workers of every queue, by id."""
+    return ojs_json(await admin.worker_page(backend, dead.view, page, per_page))
