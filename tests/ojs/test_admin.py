@@ -373,3 +373,12 @@ async def test_the_admin_pause_and_resume_are_lazarus_s_and_record_events(
     bad = await client.post("/ojs/v1/admin/queues/Mail/pause")
     assert bad.status_code == 400 and bad.json()["error"]["details"] == {"field": "name"}
     assert await stored(raw, prefix) == before
+
+
+async def test_the_manifest_declares_the_admin_api_at_the_same_level(
+    client: httpx.AsyncClient,
+) -> None:
+    manifest = (await client.get("/ojs/manifest")).json()
+
+    assert "admin-api" in manifest["extensions"]["official"]
+    assert manifest["conformance_level"] == 1

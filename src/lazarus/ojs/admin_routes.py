@@ -1,9 +1,11 @@
 """The OJS admin API extension (``ojs-admin-api``) under ``/ojs/v1/admin/``: queues with their
-jobs counted by state, pause and resume; jobs listed and read; the server's totals; the live
-workers. The dead letter routes of the extension are in
-:mod:`~lazarus.ojs.dead_letter_routes`.
+jobs counted by state, pause, resume and purge; jobs listed, read, cancelled, retried, and
+retried, cancelled or deleted in bulk; the server's totals; the live workers. The dead letter
+routes of the extension are in :mod:`~lazarus.ojs.dead_letter_routes`, but for the purge.
 
-Reads need a viewer's token (when the server has tokens), writes an operator's.
+Reads need a viewer's token (when the server has tokens), writes an operator's. Every write
+over many jobs needs ``"confirm": true`` and acts on at most
+:data:`~lazarus.ojs.admin_bulk.BULK_LIMIT` jobs a request.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ..http._deps import require_token
-from . import admin, admin_jobs
+from . import admin, admin_bulk, admin_jobs, jobs
 from .dead_letter_routes import Dead
-from .envelope import invalid, queue_name
+from .envelope import invalid, parse_time, queue_name
 from .errors import OjsError, ojs_json
 from .queue_routes import known_queue, queue_names, set_paused
-from .routes import OjsBackend, _job_id
+from .routes import OjsBackend, _job_id, json_body
 from .states import iso
 
 router = APIRouter(prefix="/v1/admin")
@@ -79,6 +81,15 @@ async def _set_paused(
     return body
 
 
+@router.delete("/queues/{name}/jobs", dependencies=_AUTH)
+async def admin_purge(name: str, request: Request, backend: OjsBackend) -> Response:
+    """Remove a queue's jobs that ended in ``states`` before ``older_than``, with their OJS
+    records: ``{"states": [...], "older_than", "confirm": true}``."""
+    states, cutoff = admin_bulk.parse_purge(await json_body(request), backend.now())
+    queue, _ = await known_queue(backend, name)
+    return ojs_json(await admin_bulk.purge(backend, queue.name, states, cutoff))
+
+
 @router.get("/jobs")
 async def admin_jobs_page(
     request: Request,
@@ -103,6 +114,30 @@ async def admin_jobs_page(
     return ojs_json(await admin_jobs.job_page(backend, names, state, page, per_page))
 
 
+async def _bulk(action: str, request: Request, backend: OjsBackend, dead: Dead) -> Response:
+    flt = admin_bulk.parse_bulk(action, await json_body(request))
+    return ojs_json(await admin_bulk.bulk(backend, dead, action, flt))
+
+
+@router.post("/jobs/bulk/retry", dependencies=_AUTH)
+async def admin_bulk_retry(request: Request, backend: OjsBackend, dead: Dead) -> Response:
+    """Retry the discarded jobs a filter selects (``state`` ``discarded``; ``queue``), their
+    attempts reset, and then the dead letters they became."""
+    return await _bulk("retry", request, backend, dead)
+
+
+@router.post("/jobs/bulk/cancel", dependencies=_AUTH)
+async def admin_bulk_cancel(request: Request, backend: OjsBackend, dead: Dead) -> Response:
+    """Cancel the jobs a filter selects that have not ended."""
+    return await _bulk("cancel", request, backend, dead)
+
+
+@router.post("/jobs/bulk/delete", dependencies=_AUTH)
+async def admin_bulk_delete(request: Request, backend: OjsBackend, dead: Dead) -> Response:
+    """Delete for good the ended jobs a filter selects, and the dead letters of discarded ones."""
+    return await _bulk("delete", request, backend, dead)
+
+
 @router.get("/jobs/{job_id}")
 async def admin_job(job_id: str, backend: OjsBackend, queue: str | None = None) -> Response:
     """A job's full envelope, as ``GET /ojs/v1/jobs/{id}`` has it; with ``queue``, also a job
@@ -114,6 +149,30 @@ async def admin_job(job_id: str, backend: OjsBackend, queue: str | None = None) 
     if loaded.job is None and not loaded.record:
         raise OjsError(404, "not_found", f"job {job_id!r} not found in {queue!r}")
     return ojs_json(loaded.view())
+
+
+@router.post("/jobs/{job_id}/cancel", dependencies=_AUTH)
+async def admin_cancel(job_id: str, backend: OjsBackend) -> Response:
+    """Cancel a job, as ``DELETE /ojs/v1/jobs/{id}`` does."""
+    return ojs_json({"job": await jobs.cancel(backend, _job_id(job_id, "id"))})
+
+
+@router.post("/jobs/{job_id}/retry", dependencies=_AUTH)
+async def admin_retry(job_id: str, backend: OjsBackend, dead: Dead) -> Response:
+    """Retry a discarded job under its own id, its attempts reset."""
+    return ojs_json({"job": await admin_bulk.retry_one(backend, dead, _job_id(job_id, "id"))})
+
+
+@router.delete("/dead-letter", dependencies=_AUTH)
+async def admin_purge_dead_letters(request: Request, backend: OjsBackend, dead: Dead) -> Response:
+    """Delete for good the dead letters, oldest first, dead-lettered before ``older_than`` (or
+    every one): ``{"older_than", "confirm": true}``."""
+    body = admin_bulk.confirmed(await json_body(request), ("older_than", "confirm"))
+    before = None
+    if body.get("older_than") is not None:
+        before = min(parse_time(body["older_than"], "older_than"), backend.now())
+    purged, more = await dead.purge(before, admin_bulk.BULK_LIMIT)
+    return ojs_json({"purged_count": purged, "has_more": more})
 
 
 @router.get("/stats")

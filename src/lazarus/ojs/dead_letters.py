@@ -4,10 +4,12 @@ global view (:class:`~lazarus.DeadLetterView`), each dead letter found by the id
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
-from ..dead_letter import DeadLetterView, replay
+from ..dead_letter import DeadLetterFilter, DeadLetterView, replay
+from ..errors import JobNotFoundError
 from ..job import Job
 from ..masking import masked
 from .backend import Backend
@@ -101,6 +103,18 @@ class DeadLetters:
         await self.backend.queue(dead.queue_name).purge_dead_letter(dead.id)
         meta = dead.dead_letter
         return meta.original_job_id if meta and meta.original_job_id else dead.id
+
+    async def purge(self, before: int | None, limit: int) -> tuple[int, bool]:
+        """Delete for good up to ``limit`` dead letters, oldest first, of those dead-lettered
+        before ``before`` (ms; every one without): how many, and whether more are left."""
+        flt = None if before is None else DeadLetterFilter(until=before - 1)
+        page = await self.view.search(flt, limit=limit, order="oldest")
+        deleted = 0
+        for dead in page.jobs:
+            with contextlib.suppress(JobNotFoundError):  # deleted meanwhile
+                await self.delete_letter(dead)
+                deleted += 1
+        return deleted, page.next_cursor is not None
 
     async def stats(self) -> dict[str, Any]:
         """How many dead letters, by dead letter queue and by source queue."""

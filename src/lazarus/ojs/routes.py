@@ -133,7 +133,7 @@ async def manifest() -> Response:
         "conformance_level": 1,
         "protocols": ["http"],
         "backend": "redis",
-        "extensions": {"official": ["dead-letter"], "experimental": []},
+        "extensions": {"official": ["dead-letter", "admin-api"], "experimental": []},
         "capabilities": {"dead_letter": True, "retry": True, "heartbeat": True,
                          "visibility_timeout": True, "events": True, "batch_enqueue": True,
                          "pause_resume": True, "cron_jobs": True, "scheduled_jobs": True,
