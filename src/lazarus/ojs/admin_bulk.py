@@ -98,20 +98,34 @@ async def bulk(backend: Backend, dead: DeadLetters, action: str, flt: BulkFilter
             message = exc.message if isinstance(exc, OjsError) else str(exc)
             errors.append({"job_id": job_id, "queue": source.queue, "error": message})
     matched, more = len(picked), selection.total > len(picked) or not selection.exact
-    if action != "cancel" and "discarded" in flt.states and matched < BULK_LIMIT:
-        letters = DeadLetterFilter(source_queue=flt.queue) if flt.queue else None
-        page = await dead.view.search(letters, limit=BULK_LIMIT - matched, order="oldest")
-        for letter in page.jobs:
-            try:
-                await (dead.retry_letter if action == "retry" else dead.delete_letter)(letter)
-            except (OjsError, JobNotFoundError) as exc:
-                message = exc.message if isinstance(exc, OjsError) else str(exc)
-                errors.append({"job_id": letter.id, "queue": letter.queue_name, "error": message})
-        matched, more = matched + len(page.jobs), more or page.next_cursor is not None
-    elif action != "cancel" and "discarded" in flt.states:
-        more = more or await dead.view.count(DeadLetterFilter(source_queue=flt.queue)) > 0
+    if action != "cancel" and "discarded" in flt.states:  # and the dead letters they became
+        letters = DeadLetterFilter(source_queue=flt.queue)
+        if matched < BULK_LIMIT:
+            done, left = await _letters(dead, action, letters, BULK_LIMIT - matched, errors)
+            matched, more = matched + done, more or left
+        else:
+            more = more or await dead.view.count(letters) > 0
     return {"action": action, "matched": matched, "succeeded": matched - len(errors),
             "failed": len(errors), "errors": errors, "has_more": more}  # fmt: skip
+
+
+async def _letters(
+    dead: DeadLetters, action: str, letters: DeadLetterFilter, limit: int,
+    errors: list[dict[str, Any]],
+) -> tuple[int, bool]:  # fmt: skip
+    """Retry or delete up to ``limit`` dead letters, oldest first, adding what failed to
+    ``errors``: how many were matched, and whether more are left."""
+    page = await dead.view.search(letters, limit=limit, order="oldest")
+    for letter in page.jobs:
+        meta = letter.dead_letter
+        job_id = meta.original_job_id if meta and meta.original_job_id else letter.id
+        try:
+            await (dead.retry_letter if action == "retry" else dead.delete_letter)(letter)
+        except (OjsError, JobNotFoundError) as exc:
+            message = exc.message if isinstance(exc, OjsError) else str(exc)
+            queue = meta.source_queue if meta else letter.queue_name
+            errors.append({"job_id": job_id, "queue": queue, "error": message})
+    return len(page.jobs), page.next_cursor is not None
 
 
 async def retry_failed(backend: Backend, queue: str, job_id: str) -> None:
