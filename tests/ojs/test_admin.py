@@ -85,11 +85,12 @@ async def every_state(client: httpx.AsyncClient, mail: Queue) -> dict[str, list[
     for job_id in (retried, dropped, buried):
         await nack(client, job_id)
     later = await enqueue(client, delay_until="2099-01-01T00:00:00Z")
+    staged = await enqueue(client, pending=True)
     waiting = await enqueue(client)
     native = (await mail.add("native", {"to": "bob"})).id
     return {"available": [waiting, native], "active": [running], "scheduled": [later],
-            "retryable": [retried], "completed": [done], "discarded": [dropped],
-            "dead_letter": [buried]}  # fmt: skip
+            "retryable": [retried], "pending": [staged], "completed": [done],
+            "discarded": [dropped], "dead_letter": [buried]}  # fmt: skip
 
 
 def ids(body: dict[str, Any]) -> list[str]:
@@ -119,8 +120,8 @@ async def test_the_queue_list_counts_each_queue_s_jobs_by_ojs_state(
     lazarus = await mail.get_job_counts()
     assert by_name["mail"]["counts"] == {
         "available": lazarus["waiting"] + lazarus["prioritized"], "active": lazarus["active"],
-        "scheduled": 1, "retryable": 1, "completed": lazarus["completed"],
-        "discarded": lazarus["failed"] + 1, "total": 8,
+        "scheduled": 1, "retryable": 1, "pending": 1, "completed": lazarus["completed"],
+        "discarded": lazarus["failed"] + 1, "total": 9,
     }  # fmt: skip
     assert (by_name["mail"]["state"], by_name["mail"]["paused"]) == ("active", False)
     assert (by_name["native"]["state"], by_name["native"]["paused"]) == ("paused", True)
@@ -174,8 +175,8 @@ async def test_a_queue_lazarus_does_not_know_is_not_found(client: httpx.AsyncCli
     assert response.json()["error"]["code"] == "not_found"
 
 
-@pytest.mark.parametrize("state", ["available", "active", "scheduled", "retryable", "completed",
-                                   "discarded"])  # fmt: skip
+@pytest.mark.parametrize("state", ["available", "active", "scheduled", "retryable", "pending",
+                                   "completed", "discarded"])  # fmt: skip
 async def test_the_job_list_filters_by_state_as_lazarus_keeps_its_jobs(
     client: httpx.AsyncClient, mail: Queue, state: str
 ) -> None:
@@ -192,7 +193,7 @@ async def test_the_job_list_filters_by_state_as_lazarus_keeps_its_jobs(
     assert sorted(ids(body)) == sorted(expected[state])
     assert body["pagination"]["total"] == len(expected[state])
     engine = {"available": ("waiting", "prioritized"), "active": ("active",),
-              "scheduled": ("delayed",), "retryable": ("delayed",),
+              "scheduled": ("delayed",), "retryable": ("delayed",), "pending": ("delayed",),
               "completed": ("completed",), "discarded": ("failed",)}  # fmt: skip
     for item in body["items"]:
         assert item["state"] == state
@@ -218,8 +219,8 @@ async def test_the_job_list_walks_every_queue_a_page_at_a_time(
     held = [i for state, found in expected.items() if state != "dead_letter" for i in found]
     assert sorted(listed) == sorted(held + other)
     assert listed[-3:] == other
-    assert [len(page["items"]) for page in pages] == [3, 3, 3, 1]
-    assert pages[0]["pagination"] == {"total": 10, "page": 1, "per_page": 3, "total_pages": 4}
+    assert [len(page["items"]) for page in pages] == [3, 3, 3, 2]
+    assert pages[0]["pagination"] == {"total": 11, "page": 1, "per_page": 3, "total_pages": 4}
 
 
 async def test_past_the_split_budget_a_list_by_scheduled_says_its_total_is_not_exact(
@@ -306,7 +307,8 @@ async def test_the_stats_add_up_every_queue_with_its_workers_and_throughput(
     # Then they add up the queues' counts, as each queue's own statistics give them
     assert response.status_code == 200, response.text
     body = response.json()
-    states = ("available", "active", "scheduled", "retryable", "completed", "discarded", "total")
+    states = ("available", "active", "scheduled", "retryable", "pending", "completed",
+              "discarded", "total")  # fmt: skip
     per_queue = [(await client.get(f"/ojs/v1/queues/{name}/stats")).json()["stats"]
                  for name in ("mail", "other", DLQ)]  # fmt: skip
     assert body["jobs"] == {state: sum(q[state] for q in per_queue) for state in states}

@@ -183,8 +183,8 @@ async def test_the_stats_count_every_job_of_the_queue_by_ojs_state(
     client: httpx.AsyncClient, mail: Queue
 ) -> None:
     # Given, in 'mail': one job that completed, one that will be retried in an hour, one
-    # discarded, one dead-lettered, one running, one due next century, and two waiting (one
-    # of them added by lazarus itself)
+    # discarded, one dead-lettered, one running, one due next century, one pending
+    # activation, and two waiting (one of them added by lazarus itself)
     done = await enqueue(client)
     retried = await enqueue(client, retry={"max_attempts": 3, "initial_interval": "PT1H"})
     dropped = await enqueue(client, retry={"max_attempts": 1})
@@ -196,6 +196,7 @@ async def test_the_stats_count_every_job_of_the_queue_by_ojs_state(
     for job_id in (retried, dropped, buried):
         await nack(client, job_id)
     await enqueue(client, delay_until="2099-01-01T00:00:00Z")
+    await enqueue(client, pending=True)
     await enqueue(client)
     await mail.add("native", {"to": "bob"})
 
@@ -206,8 +207,8 @@ async def test_the_stats_count_every_job_of_the_queue_by_ojs_state(
     # 'queue') and of its HTTP binding (under 'stats'), with the hour's throughput
     assert response.status_code == 200, response.text
     body = response.json()
-    counts = {"available": 2, "active": 1, "scheduled": 1, "retryable": 1, "completed": 1,
-              "discarded": 2, "total": 8}  # fmt: skip
+    counts = {"available": 2, "active": 1, "scheduled": 1, "retryable": 1, "pending": 1,
+              "completed": 1, "discarded": 2, "total": 9}  # fmt: skip
     assert body["queue"] == {"name": "mail", "paused": False, **counts}
     assert body["status"] == "active"
     stats = body["stats"]

@@ -3,9 +3,10 @@ over lazarus's own counts (``Queue.get_job_counts``), metrics (``Queue.get_metri
 workers registry (:func:`lazarus.workers.list_workers`).
 
 Every read is bounded whatever the queues hold: a queue costs a few round trips of counts,
-never a read of its jobs, but for the delayed ones a request reads to tell ``scheduled`` from
-``retryable`` (at most :data:`~lazarus.ojs.queue_routes.SPLIT_LIMIT` in all, shared by the
-queues it covers: past it a queue's two are ``null`` and ``delayed`` has their sum). The
+never a read of its jobs, but for the delayed ones a request reads to tell ``scheduled``,
+``retryable`` and ``pending`` apart (at most :data:`~lazarus.ojs.queue_routes.SPLIT_LIMIT` in
+all, shared by the queues it covers: past it a queue's three are ``null`` and ``delayed`` has
+their sum). The
 totals and the workers cover at most :data:`MAX_QUEUES` queues, by name.
 """
 
@@ -18,13 +19,20 @@ from ..dead_letter import DeadLetterView
 from ..queue import Queue
 from ..workers import WorkerInfo, list_workers
 from .backend import Backend
-from .queue_routes import SPLIT_LIMIT, job_counts, last_hour, paused_flags, queue_names
+from .queue_routes import (
+    DELAYED_STATES,
+    SPLIT_LIMIT,
+    job_counts,
+    last_hour,
+    paused_flags,
+    queue_names,
+)
 from .states import iso
 
 MAX_QUEUES = 1000
 """The most queues the totals (``/admin/stats``) and the workers (``/admin/workers``) read in
 one request, the first by name; past them the answer says ``"partial": true``."""
-STATES = ("available", "active", "scheduled", "retryable", "completed", "discarded")
+STATES = ("available", "active", *DELAYED_STATES, "completed", "discarded")
 
 
 @dataclasses.dataclass
@@ -38,8 +46,8 @@ class Budget:
     ) -> dict[str, int | None]:
         """The queue's jobs by OJS state, its delayed ones split while the budget lasts."""
         found = await job_counts(backend, queue, view, split_limit=self.left)
-        if found["scheduled"] is not None and found["retryable"] is not None:
-            self.left -= found["scheduled"] + found["retryable"]
+        if "delayed" not in found:  # split
+            self.left -= sum(found[state] or 0 for state in DELAYED_STATES)
         return found
 
 
@@ -102,7 +110,7 @@ async def totals(backend: Backend, view: DeadLetterView) -> dict[str, Any]:
         counts = await budget.counts(backend, queue, view)
         for state in STATES:
             jobs[state] = _add(jobs[state], counts[state])
-        delayed += sum(counts.get(state) or 0 for state in ("scheduled", "retryable", "delayed"))
+        delayed += sum(counts.get(state) or 0 for state in (*DELAYED_STATES, "delayed"))
         done, lost, window_ms = await last_hour(queue, now)
         completed, failed = completed + done, failed + lost
         workers.update(w.name for w in await list_workers(backend.client, queue.keys))

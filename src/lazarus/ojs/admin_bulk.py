@@ -34,7 +34,7 @@ BULK_LIMIT = 1000
 # action -> (the states it may select, those it selects without a filter.state)
 ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "retry": (("discarded",), ("discarded",)),
-    "cancel": (("available", "scheduled", "retryable", "active"),) * 2,
+    "cancel": (("available", "scheduled", "retryable", "pending", "active"),) * 2,
     "delete": (("completed", "discarded", "cancelled"), ("completed", "discarded")),
 }
 PURGED: dict[str, CleanState | None] = {

@@ -10,15 +10,16 @@ available      ``waiting`` (a list), then ``prioritized`` (next to run first)
 active         ``active``
 scheduled      ``delayed`` (soonest due first), the jobs that never ran
 retryable      ``delayed``, the jobs that ran before
+pending        ``delayed``, the jobs pushed with ``options.pending``, not activated
 completed      ``completed``, most recently finished first
 discarded      ``failed``, most recently failed first (dead letters: their own routes)
-pending        none: lazarus has no job awaiting activation
 cancelled      none: a cancelled job leaves its queue (its OJS record is found by id)
 =============  ==================================================================
 
-Telling ``scheduled`` from ``retryable`` reads a field of each delayed job: a request reads
-at most :data:`~lazarus.ojs.queue_routes.SPLIT_LIMIT` of them, soonest due first, and a
-selection that needed more is not :attr:`Selection.exact`.
+Telling ``scheduled``, ``retryable`` and ``pending`` apart reads a field of each delayed job
+and of its OJS record: a request reads at most
+:data:`~lazarus.ojs.queue_routes.SPLIT_LIMIT` of them, soonest due first, and a selection
+that needed more is not :attr:`Selection.exact`.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from .._connection import Client
 from ..job import Job, JobState, fields_from_reply
 from .admin import pagination
 from .backend import Backend, Loaded
-from .queue_routes import SPLIT_LIMIT, split_delayed
+from .queue_routes import DELAYED_STATES, SPLIT_LIMIT, split_delayed
 
 STATES = ("scheduled", "available", "pending", "active", "retryable", "completed",
           "cancelled", "discarded")  # fmt: skip
-_DELAYED = frozenset({"scheduled", "retryable"})
+_DELAYED = frozenset(DELAYED_STATES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,12 +108,13 @@ async def select(backend: Backend, queues: list[str], states: frozenset[str]) ->
             wanted = states & (_DELAYED if group == "delayed" else {group})
             if not wanted:
                 continue
-            if group == "delayed" and wanted != _DELAYED:  # one of the two: split them
+            if group == "delayed" and wanted != _DELAYED:  # some of them: split them
                 delayed = await backend.client.zcard(key)
-                scheduled, retryable = await split_delayed(backend, backend.queue(name), budget)
-                budget -= len(scheduled) + len(retryable)
-                exact = exact and len(scheduled) + len(retryable) >= delayed
-                ids = tuple(scheduled if "scheduled" in wanted else retryable)
+                split = await split_delayed(backend, backend.queue(name), budget)
+                read = sum(len(found) for found in split.values())
+                budget -= read
+                exact = exact and read >= delayed
+                ids = tuple(i for state in DELAYED_STATES if state in wanted for i in split[state])
                 sources.append(Source(name, engine_state, key, len(ids), ids=ids))
             else:
                 sources.append(Source(name, engine_state, key, 0, ranked, newest_first))

@@ -28,8 +28,11 @@ router = APIRouter()
 _AUTH = [Depends(require_token)]
 STATS_MINUTES = 60  # the window of completed_last_hour, failed_last_hour and the throughput
 SPLIT_LIMIT = 10_000
-"""The most delayed jobs a request reads to tell ``scheduled`` from ``retryable`` (one field
-of each); past it both are ``null`` and ``delayed`` has their sum."""
+"""The most delayed jobs a request reads to tell ``scheduled``, ``retryable`` and ``pending``
+apart (a field of each and of its OJS record); past it the three are ``null`` and
+``delayed`` has their sum."""
+DELAYED_STATES = ("scheduled", "retryable", "pending")
+"""The OJS states of the jobs lazarus holds as delayed."""
 MAX_QUEUE_PAGE = 1000
 
 
@@ -118,8 +121,8 @@ async def last_hour(queue: Queue, now: int) -> tuple[int, int, int]:
 async def job_counts(
     backend: Backend, queue: Queue, view: DeadLetterView, *, split_limit: int = SPLIT_LIMIT
 ) -> dict[str, int | None]:
-    """The queue's jobs by OJS state (lazarus's counts; delayed jobs split by whether they
-    ran before, when there are at most ``split_limit`` of them), and their total."""
+    """The queue's jobs by OJS state (lazarus's counts; delayed jobs split by OJS state when
+    there are at most ``split_limit`` of them), and their total."""
     counts = await queue.get_job_counts()
     # lazarus counts a dead letter queue's dead letters as waiting; to OJS they are
     # discarded jobs of the queues they came from, and are counted there.
@@ -129,34 +132,40 @@ async def job_counts(
     found: dict[str, int | None] = {
         "available": max(ready - held, 0),
         "active": counts["active"],
-        "scheduled": None,
-        "retryable": None,
+        **dict.fromkeys(DELAYED_STATES),
         "completed": counts["completed"],
         "discarded": counts["failed"] + from_here,
     }
     if counts["delayed"] > split_limit:
         found["delayed"] = counts["delayed"]
     else:
-        scheduled, retryable = await split_delayed(backend, queue, split_limit)
-        found["scheduled"], found["retryable"] = len(scheduled), len(retryable)
+        split = await split_delayed(backend, queue, split_limit)
+        found.update({state: len(ids) for state, ids in split.items()})
     found["total"] = sum(n for n in found.values() if n is not None)
     return found
 
 
-async def split_delayed(backend: Backend, queue: Queue, limit: int) -> tuple[list[str], list[str]]:
-    """The ids of the queue's first ``limit`` delayed jobs, soonest due first, split into those
-    that wait to run for the first time (``scheduled``) and those that wait to run again after
-    a failure (``retryable``), as a job's own view tells them."""
+async def split_delayed(backend: Backend, queue: Queue, limit: int) -> dict[str, list[str]]:
+    """The ids of the queue's first ``limit`` delayed jobs, soonest due first, by OJS state, as
+    a job's own view tells them: ``retryable`` those that ran before (waiting out a backoff),
+    ``pending`` those pushed with ``options.pending`` and not activated, ``scheduled`` the
+    others."""
+    split: dict[str, list[str]] = {state: [] for state in DELAYED_STATES}
     if limit < 1:
-        return [], []
+        return split
     keys = queue.keys
     ids = [text(i) for i in await backend.client.zrange(keys.delayed, 0, limit - 1)]
     async with backend.client.pipeline(transaction=False) as pipe:
         for job_id in ids:
             pipe.hget(keys.job(job_id), "ats")  # attempts started
-        started = await pipe.execute()
-    ran = [n is not None and int(n) > 0 for n in started]
-    return ([i for i, r in zip(ids, ran) if not r], [i for i, r in zip(ids, ran) if r])
+            pipe.hget(backend.records.key(queue.name, job_id), "pending")
+        replies = await pipe.execute()
+    for job_id, started, pending in zip(ids, replies[::2], replies[1::2], strict=True):
+        if started is not None and int(started) > 0:
+            split["retryable"].append(job_id)
+        else:
+            split["pending" if pending else "scheduled"].append(job_id)
+    return split
 
 
 async def set_paused(request: Request, backend: Backend, queue: Queue, paused: bool) -> int | None:
