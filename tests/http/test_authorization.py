@@ -120,6 +120,9 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/ojs/v1/admin/jobs/bulk/delete"): OP,
     ("GET", "/ojs/v1/admin/stats"): V,
     ("GET", "/ojs/v1/admin/workers"): V,
+    ("POST", "/ojs/v1/workflows"): OP,
+    ("GET", "/ojs/v1/workflows/{workflow_id}"): V,
+    ("DELETE", "/ojs/v1/workflows/{workflow_id}"): OP,
 }  # fmt: skip
 
 TOKENS = {"viewer": "viewer-token-0123456789", "operator": "operator-token-0123456789",

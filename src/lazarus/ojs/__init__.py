@@ -14,7 +14,15 @@ from fastapi import FastAPI
 
 from .._keys import validate_queue_name
 from ..operators import Operators
-from . import admin_routes, cron_routes, dead_letter_routes, errors, queue_routes, routes
+from . import (
+    admin_routes,
+    cron_routes,
+    dead_letter_routes,
+    errors,
+    queue_routes,
+    routes,
+    workflow_routes,
+)
 from .backend import DEFAULT_DEAD_LETTER_QUEUE, Backend
 from .dead_letters import DeadLetters
 from .sweeper import Sweeper
@@ -48,6 +56,7 @@ def mount(
     sub.include_router(queue_routes.router)
     sub.include_router(cron_routes.router)
     sub.include_router(admin_routes.router)
+    sub.include_router(workflow_routes.router)
     app.mount("/ojs", sub)
     return _upkeep(Sweeper(backend))
 

@@ -77,17 +77,30 @@ def at_index(error: OjsError, index: int) -> OjsError:
 
 
 async def enqueue_all(
-    backend: Backend, subs: list[Submission], *, batch: bool = False
+    backend: Backend, subs: list[Submission], *, batch: bool = False, existing_ok: bool = False
 ) -> list[dict[str, Any]]:
     """Add the jobs, all or none: a taken id is a 409 ``duplicate`` before anything is written
     (naming the job's index in a ``batch``). Each job's OJS record is written first, which
-    claims its id; if a claim or an add fails, what was written is taken back."""
+    claims its id; if a claim or an add fails, what was written is taken back.
+
+    With ``existing_ok`` (a workflow's jobs, whose ids are chosen ahead) a job whose id is
+    taken is left out instead, so that enqueueing it again adds nothing; the answer holds the
+    jobs added."""
     now = backend.now()
-    await _check_free(backend, subs, batch)
+    if existing_ok:
+        taken_ids = set(await _taken(backend, subs))
+        subs = [sub for index, sub in enumerate(subs) if index not in taken_ids]
+        if not subs:
+            return []
+    else:
+        await _check_free(backend, subs, batch)
     records = backend.records
     fields = [_record(sub, now) for sub in subs]
     taken = await records.create_all([(s.queue, s.id, f) for s, f in zip(subs, fields)])
-    if taken:  # by another enqueue, since the check
+    if taken and existing_ok:  # claimed by another enqueue of the same jobs: theirs to add
+        subs = [sub for index, sub in enumerate(subs) if index not in taken]
+        fields = [f for index, f in enumerate(fields) if index not in taken]
+    elif taken:  # by another enqueue, since the check
         for index in sorted(set(range(len(subs))).difference(taken)):
             await records.forget(subs[index].queue, subs[index].id)
         raise _duplicate(subs[taken[0]], taken[0] if batch else None)
@@ -136,14 +149,19 @@ def _duplicate(sub: Submission, index: int | None) -> OjsError:
 async def _check_free(backend: Backend, subs: list[Submission], batch: bool) -> None:
     """409 ``duplicate`` for the first job whose id OJS knows, or its queue holds (a job
     lazarus itself added), in one round trip."""
+    taken = await _taken(backend, subs)
+    if taken:
+        raise _duplicate(subs[taken[0]], taken[0] if batch else None)
+
+
+async def _taken(backend: Backend, subs: list[Submission]) -> list[int]:
+    """The positions of the jobs whose id OJS knows, or their queue holds, in one round trip."""
     async with backend.client.pipeline(transaction=False) as pipe:
         for sub in subs:
             pipe.hexists(backend.records.index, sub.id)
             pipe.exists(backend.keys(sub.queue).job(sub.id))
-        taken = await pipe.execute()
-    for index, sub in enumerate(subs):
-        if taken[2 * index] or taken[2 * index + 1]:
-            raise _duplicate(sub, index if batch else None)
+        found = await pipe.execute()
+    return [index for index in range(len(subs)) if found[2 * index] or found[2 * index + 1]]
 
 
 async def _add(backend: Backend, subs: list[Submission], now: int) -> list[Job]:

@@ -16,6 +16,7 @@ from .errors import OjsError
 from .retry import Decision, decide, parse_policy
 from .states import iso
 from .workers import held, refused
+from .workflows import job_ended
 
 
 def error_entry(error: Any, attempt: int, now: int) -> dict[str, Any]:
@@ -80,6 +81,7 @@ async def fail_attempt(
         await _end(backend, loaded, token, base, failure, decision, now, reason)
         await backend.emit("job.discarded", loaded, attempt=attempt,
                            dead_lettered=decision.kind == "dead_letter")  # fmt: skip
+        await job_ended(backend, loaded.id)  # its workflow fails, a batch's callbacks fire
         state = "discarded"
     view = (await backend.load_in(loaded.queue, loaded.id)).view()
     reply = {"id": loaded.id, "state": state, "attempt": attempt,

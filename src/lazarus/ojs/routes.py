@@ -137,7 +137,8 @@ async def manifest() -> Response:
         "capabilities": {"dead_letter": True, "retry": True, "heartbeat": True,
                          "visibility_timeout": True, "events": True, "batch_enqueue": True,
                          "pause_resume": True, "cron_jobs": True, "scheduled_jobs": True,
-                         "job_expiration": True, "pending_jobs": True},
+                         "job_expiration": True, "pending_jobs": True,
+                         "workflows": True},
     })  # fmt: skip
 
 

@@ -2,9 +2,10 @@
 queues that hold OJS jobs for expired leases (``sweep_stalled``: the job is available again;
 after too many stalls it is dead-lettered), fails attempts that outran their
 ``timeout_ms``, gives the jobs of cron jobs that in-process workers started their OJS
-records (:class:`~lazarus.ojs.cron_jobs.CronWatch`), and lets the OJS records of jobs the
-engine let go of expire (:meth:`~lazarus.ojs.records.Records.prune`, a bounded step per
-round)."""
+records (:class:`~lazarus.ojs.cron_jobs.CronWatch`), lets the OJS records of jobs the engine
+let go of expire (:meth:`~lazarus.ojs.records.Records.prune`, a bounded step per round), and
+advances open workflows (:func:`~lazarus.ojs.workflows.repair_step`, a bounded step a
+second)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .._scripts import CALL_BUDGET_US
 from .backend import Backend
 from .cron_jobs import CronWatch
 from .nack import expire
+from .workflows import repair_step
 
 log = logging.getLogger("lazarus.ojs")
 
@@ -27,6 +29,7 @@ MAX_STALLED = 5  # leases a job may let expire before it is dead-lettered
 SWEEP_BATCH = 100
 RECORDS_PAUSE = 60.0  # seconds between two walks over the OJS index (Records.prune)
 TIMEOUTS_PER_TICK = 1000  # attempts past their timeout handled per tick, at most
+WORKFLOWS_EVERY = 1.0  # seconds between two steps of the walk over open workflows
 
 
 class Sweeper:
@@ -42,6 +45,8 @@ class Sweeper:
         self._records_walk_at = 0.0  # when the next walk may begin (monotonic seconds)
         self._moves_at = 0.0  # when the next look for moves cut short is due (the same)
         self._crons = CronWatch(backend)
+        self._workflows_cursor = 0  # where the walk over open workflows goes on
+        self._workflows_at = 0.0  # when its next step is due (the same)
 
     def start(self) -> None:
         """Begin the rounds, in the running event loop."""
@@ -77,7 +82,7 @@ class Sweeper:
 
     async def tick(self) -> None:
         """One round: expired leases, attempts past their timeout, a step of the records'
-        upkeep, then one of the cron jobs'."""
+        upkeep, one of the cron jobs', and (once a second) one of the open workflows'."""
         backend = self.backend
         records = backend.records
         dlq = backend.keys(backend.dead_letter_queue)
@@ -113,6 +118,9 @@ class Sweeper:
                 await expire(backend, queue, job_id, token)
         await self._prune_step()
         await self._crons.step()
+        if loop.time() >= self._workflows_at:  # workflows an ACK did not move on
+            self._workflows_at = loop.time() + WORKFLOWS_EVERY
+            self._workflows_cursor = await repair_step(backend, self._workflows_cursor)
 
     async def _prune_step(self) -> None:
         """A step of the walk over the OJS records (a bounded one, every round), then a

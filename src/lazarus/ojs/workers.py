@@ -20,6 +20,7 @@ from .backend import FETCH_MEMO_MS, MEMO_LOCK_MS, Backend, Loaded
 from .envelope import DEFAULT_VISIBILITY_MS
 from .errors import OjsError
 from .states import iso
+from .workflows import job_ended
 
 DIRECTIVES = ("running", "quiet", "terminate")
 ANONYMOUS = "anonymous"  # the worker id of a fetch that gave none
@@ -167,6 +168,7 @@ async def ack(
     started = loaded.job.processed_on if loaded.job and loaded.job.processed_on else now
     await backend.finish_record(loaded, "completed", completed_at=now, result=result)
     await backend.emit("job.completed", loaded, attempt=attempt, duration_ms=now - started)
+    await job_ended(backend, job_id)  # the next step of its workflow, if any
     return {"acknowledged": True, "id": job_id, "state": "completed",
             "completed_at": iso(now), "attempt": attempt,
             "job": (await backend.load_in(loaded.queue, job_id)).view()}  # fmt: skip

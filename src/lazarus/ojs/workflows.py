@@ -1,0 +1,323 @@
+"""OJS workflows (chain, group, batch) over lazarus jobs: a workflow record lists every job with
+the id it was given at creation, and :func:`advance` moves the workflow on from what Redis
+holds: it enqueues what is due (idempotently: a job whose id is taken is not added again),
+fires a batch's callbacks, and records the workflow's state. ACK calls it at once; the
+server's upkeep (:func:`repair_step`) calls it for every open workflow, which puts right a
+crash between an ACK and the next enqueue, and moves on workflows whose jobs in-process
+lazarus workers ran.
+
+Keys (under the OJS records' ``<prefix>:ojs:``):
+
+- ``<prefix>:ojs:workflow:<id>``  HASH  ``type``, ``name``, ``created_at``, ``key`` (``steps``
+                                        or ``jobs``), ``jobs`` and ``callbacks`` (JSON: id,
+                                        queue and envelope of each), ``enq:<job id>`` (the job
+                                        was enqueued), ``failed_at``, ``completed_at``,
+                                        ``cancelled_at``; kept :data:`RECORD_KEEP_MS` once
+                                        completed or cancelled
+- ``<prefix>:ojs:workflows``      SET   open workflows (not completed nor cancelled): swept
+- ``<prefix>:ojs:workflow-of``    HASH  job id -> workflow id, while the workflow is open
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+from typing import Any
+
+from .._codec import text as _text
+from .backend import Backend, Loaded
+from .envelope import new_id, parse_submission
+from .errors import OjsError
+from .jobs import cancel, enqueue_all
+from .records import RECORD_KEEP_MS
+from .states import TERMINAL, iso
+from .workflow_defs import WorkflowDef
+
+log = logging.getLogger("lazarus.ojs")
+
+REPAIR_BATCH = 10  # open workflows advanced per step of the upkeep, about
+FAILED = ("discarded", "cancelled")  # a job that ended so fails its workflow
+Due = tuple[dict[str, Any], "dict[str, Any] | None"]  # a job to enqueue, and its chain parent
+
+
+@dataclasses.dataclass
+class Workflow:
+    """A workflow record as read."""
+
+    id: str
+    fields: dict[str, str]
+
+    @property
+    def type(self) -> str:
+        return self.fields["type"]
+
+    @property
+    def jobs(self) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = json.loads(self.fields["jobs"])
+        return value
+
+    @property
+    def callbacks(self) -> dict[str, dict[str, Any]]:
+        value: dict[str, dict[str, Any]] = json.loads(self.fields.get("callbacks") or "{}")
+        return value
+
+    @property
+    def state(self) -> str:
+        for state, marker in (("cancelled", "cancelled_at"), ("completed", "completed_at"),
+                              ("failed", "failed_at")):  # fmt: skip
+            if marker in self.fields:
+                return state
+        return "active"
+
+    def all_ids(self) -> list[str]:
+        return [j["id"] for j in self.jobs] + [c["id"] for c in self.callbacks.values()]
+
+
+class Keys:
+    """The workflow keys of a prefix."""
+
+    def __init__(self, prefix: str) -> None:
+        self.open = f"{prefix}:ojs:workflows"
+        self.of = f"{prefix}:ojs:workflow-of"
+        self._base = f"{prefix}:ojs:workflow:"
+
+    def record(self, workflow_id: str) -> str:
+        return self._base + workflow_id
+
+
+async def create(backend: Backend, definition: WorkflowDef) -> dict[str, Any]:
+    """Write the workflow record, then enqueue its first jobs; the workflow's view."""
+    keys, workflow_id, now = Keys(backend.prefix), new_id(), backend.now()
+    jobs: list[dict[str, Any]] = [
+        {"name": name, "id": sub.id, "queue": sub.queue, "env": sub.envelope}
+        for sub, name in zip(definition.jobs, definition.names, strict=True)
+    ]
+    callbacks: dict[str, dict[str, Any]] = {
+        trigger: {"id": sub.id, "queue": sub.queue, "env": sub.envelope}
+        for trigger, sub in definition.callbacks.items()
+    }
+    fields: dict[str, str] = {
+        "type": definition.type, "key": definition.key, "created_at": str(now),
+        "jobs": json.dumps(jobs), "callbacks": json.dumps(callbacks),
+    }  # fmt: skip
+    if definition.name is not None:
+        fields["name"] = definition.name
+    ids: list[str] = [j["id"] for j in jobs] + [c["id"] for c in callbacks.values()]
+    record: dict[Any, Any] = fields  # redis-py's mapping type takes bytes keys too
+    owners: dict[Any, Any] = dict.fromkeys(ids, workflow_id)
+    async with backend.client.pipeline(transaction=False) as pipe:
+        pipe.hset(keys.record(workflow_id), mapping=record)
+        pipe.hset(keys.of, mapping=owners)
+        pipe.sadd(keys.open, workflow_id)
+        await pipe.execute()
+    await _emit(backend, "workflow.started", Workflow(workflow_id, fields))
+    await advance(backend, workflow_id)
+    return await view(backend, workflow_id)
+
+
+async def load(backend: Backend, workflow_id: str) -> Workflow:
+    """The workflow; 404 if there is none."""
+    raw = await backend.client.hgetall(Keys(backend.prefix).record(workflow_id))
+    if not raw:
+        raise OjsError(404, "not_found", f"workflow {workflow_id!r} not found")
+    return Workflow(workflow_id, {_text(k): _text(v) for k, v in raw.items()})
+
+
+async def _states(backend: Backend, wf: Workflow) -> dict[str, Loaded]:
+    """Each enqueued job of the workflow (its callbacks too), by id."""
+    ids = wf.all_ids()
+    async with backend.client.pipeline(transaction=False) as pipe:
+        for job_id in ids:
+            pipe.hexists(backend.records.index, job_id)
+        indexed = await pipe.execute()
+    queues = {j["id"]: j["queue"] for j in [*wf.jobs, *wf.callbacks.values()]}
+    return {
+        job_id: await backend.load_in(queues[job_id], job_id)
+        for job_id, known in zip(ids, indexed, strict=True)
+        if known or f"enq:{job_id}" in wf.fields
+    }
+
+
+async def advance(backend: Backend, workflow_id: str) -> None:
+    """Move the workflow on from its jobs' states: enqueue what is due, fire a batch's
+    callbacks, record its state. Safe to run twice, or at once in two servers: a job is
+    only ever added under the id the workflow gave it."""
+    wf = await load(backend, workflow_id)
+    if wf.state in ("cancelled", "completed"):
+        return
+    loaded = await _states(backend, wf)
+    due = _due(wf, loaded)
+    if due:
+        await _enqueue(backend, wf, due)
+        loaded = await _states(backend, await load(backend, workflow_id))
+    states = [loaded[j["id"]].state if j["id"] in loaded else "pending" for j in wf.jobs]
+    if wf.type == "batch":
+        await _fire_callbacks(backend, wf, states, loaded)
+    await _settle(backend, wf, states)
+
+
+def _due(wf: Workflow, loaded: dict[str, Loaded]) -> list[Due]:
+    """The jobs to enqueue now, each with the completed step before it in a chain."""
+    if wf.type != "chain":
+        return [(j, None) for j in wf.jobs if j["id"] not in loaded]
+    for index, step in enumerate(wf.jobs):
+        if step["id"] in loaded:
+            continue
+        if index == 0:
+            return [(step, None)]
+        previous = loaded.get(wf.jobs[index - 1]["id"])
+        if previous is not None and previous.state == "completed":
+            return [(step, wf.jobs[index - 1])]
+        return []
+    return []
+
+
+def result_of(loaded: Loaded) -> Any:
+    """The result a completed job returned (unmasked: it is handed on, not shown)."""
+    if loaded.job is not None:
+        return loaded.job.return_value
+    return json.loads(loaded.record.get("snapshot") or "{}").get("result")
+
+
+async def _enqueue(backend: Backend, wf: Workflow, due: list[Due]) -> None:
+    """Enqueue the ``due`` jobs (a job whose id is taken is left as it is) and mark them; a
+    cancel that came meanwhile cancels them again."""
+    subs = []
+    for job, parent in due:
+        extra = {}
+        if parent is not None:  # read again: the job read with the state may predate it
+            done = await backend.load_in(parent["queue"], parent["id"])
+            extra["parent_results"] = [result_of(done)]
+        subs.append(parse_submission({**job["env"], **extra}))
+    await enqueue_all(backend, subs, existing_ok=True)
+    record = Keys(backend.prefix).record(wf.id)
+    await backend.client.hset(record, mapping={f"enq:{sub.id}": "1" for sub in subs})
+    # A cancel writes its marker, then cancels what it finds enqueued; an enqueue adds its
+    # job, then looks for the marker: one of the two sees the other.
+    if await backend.client.hexists(record, "cancelled_at"):
+        for sub in subs:
+            with contextlib.suppress(OjsError):
+                await cancel(backend, sub.id)
+
+
+async def _fire_callbacks(
+    backend: Backend, wf: Workflow, states: list[str], loaded: dict[str, Loaded]
+) -> None:
+    """Enqueue each of a batch's callbacks whose condition holds, once."""
+    terminal = all(s in TERMINAL for s in states)
+    holds = {"on_complete": terminal, "on_success": all(s == "completed" for s in states),
+             "on_failure": any(s in FAILED for s in states)}  # fmt: skip
+    due: list[Due] = [(cb, None) for trigger, cb in wf.callbacks.items()
+           if holds[trigger] and cb["id"] not in loaded]  # fmt: skip
+    if due:
+        await _enqueue(backend, wf, due)
+
+
+async def _settle(backend: Backend, wf: Workflow, states: list[str]) -> None:
+    """Record the workflow's state from its jobs': ``completed`` when all completed,
+    ``failed`` while one ended without completing (a dead letter retried and completed
+    takes that back), else ``active``. Each change is made by one caller, which emits its
+    event."""
+    keys, now = Keys(backend.prefix), backend.now()
+    record = keys.record(wf.id)
+    if all(s == "completed" for s in states):
+        if await backend.client.hsetnx(record, "completed_at", str(now)):
+            await _close(backend, wf)
+            await _emit(backend, "workflow.completed", wf)
+    elif any(s in FAILED for s in states):
+        if await backend.client.hsetnx(record, "failed_at", str(now)):
+            await _emit(backend, "workflow.failed", wf)
+    elif "failed_at" in wf.fields:
+        await backend.client.hdel(record, "failed_at")
+
+
+async def _close(backend: Backend, wf: Workflow) -> None:
+    """The workflow is over (completed or cancelled): no longer swept, its record kept as
+    long as its jobs' records are."""
+    keys = Keys(backend.prefix)
+    async with backend.client.pipeline(transaction=False) as pipe:
+        pipe.srem(keys.open, wf.id)
+        pipe.hdel(keys.of, *wf.all_ids())
+        pipe.pexpire(keys.record(wf.id), RECORD_KEEP_MS)
+        await pipe.execute()
+
+
+async def _emit(backend: Backend, kind: str, wf: Workflow) -> None:
+    data = {"workflow_id": wf.id, "workflow_type": wf.type, "name": wf.fields.get("name"),
+            "job_ids": [j["id"] for j in wf.jobs]}  # fmt: skip
+    await backend.records.emit(kind, data)
+
+
+async def cancel_workflow(backend: Backend, workflow_id: str) -> dict[str, Any]:
+    """Cancel the workflow: no job of it is enqueued from now on, and those not ended are
+    cancelled; 409 for a workflow that is over."""
+    wf = await load(backend, workflow_id)
+    record = Keys(backend.prefix).record(workflow_id)
+    if wf.state in ("completed", "cancelled") or not await backend.client.hsetnx(
+        record, "cancelled_at", str(backend.now())
+    ):
+        raise OjsError(409, "conflict", f"workflow {workflow_id!r} is {wf.state} already",
+                       details={"workflow_id": workflow_id})  # fmt: skip
+    cancelled = 0
+    for job_id, loaded in (await _states(backend, wf)).items():
+        if loaded.state not in TERMINAL:
+            with contextlib.suppress(OjsError):  # ended meanwhile
+                await cancel(backend, job_id)
+                cancelled += 1
+    await _close(backend, wf)
+    await _emit(backend, "workflow.cancelled", wf)
+    return {**await view(backend, workflow_id), "jobs_cancelled": cancelled}
+
+
+async def view(backend: Backend, workflow_id: str) -> dict[str, Any]:
+    """The workflow as OJS's OpenAPI ``Workflow`` has it, with each job's id and state."""
+    wf = await load(backend, workflow_id)
+    loaded = await _states(backend, wf)
+    key = wf.fields.get("key", "jobs")
+    items = [_item(job, loaded.get(job["id"])) for job in wf.jobs]
+    done = sum(item["state"] == "completed" for item in items)
+    counts = "steps" if wf.type == "chain" else "jobs"
+    out: dict[str, Any] = {
+        "id": wf.id, "type": wf.type, "name": wf.fields.get("name"), "state": wf.state,
+        f"{counts}_total": len(items), f"{counts}_completed": done, key: items,
+        "created_at": iso(int(wf.fields["created_at"])),
+    }  # fmt: skip
+    if wf.callbacks:
+        out["callbacks"] = {t: _item(cb, loaded.get(cb["id"])) for t, cb in wf.callbacks.items()}
+    for marker in ("completed_at", "failed_at", "cancelled_at"):
+        if marker in wf.fields:
+            out[marker] = iso(int(wf.fields[marker]))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _item(job: dict[str, Any], loaded: Loaded | None) -> dict[str, Any]:
+    """A job of the workflow: ``pending`` until it is enqueued."""
+    state = "pending" if loaded is None else loaded.state
+    item = {"name": job.get("name"), "job_id": job["id"], "type": job["env"].get("type"),
+            "queue": job["queue"], "state": state}  # fmt: skip
+    if loaded is not None and item["state"] == "completed":
+        item["result"] = loaded.view().get("result")
+    return {k: v for k, v in item.items() if v is not None}
+
+
+async def job_ended(backend: Backend, job_id: str) -> None:
+    """Advance the workflow job ``job_id`` belongs to, if any; a failure is logged, not
+    raised: the server's upkeep advances the workflow later."""
+    try:
+        workflow_id = await backend.client.hget(Keys(backend.prefix).of, job_id)
+        if workflow_id is not None:
+            await advance(backend, _text(workflow_id))
+    except Exception as exc:
+        log.warning("workflow of job %s not advanced (the upkeep will): %s", job_id, exc)
+
+
+async def repair_step(backend: Backend, cursor: int) -> int:
+    """Advance about :data:`REPAIR_BATCH` open workflows from ``cursor``; the next cursor
+    (0: the walk starts over)."""
+    reply: Any = await backend.client.sscan(Keys(backend.prefix).open, cursor, count=REPAIR_BATCH)
+    for workflow_id in reply[1]:
+        with contextlib.suppress(OjsError):  # gone meanwhile
+            await advance(backend, _text(workflow_id))
+    return int(reply[0])
