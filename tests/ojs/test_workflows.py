@@ -22,6 +22,7 @@ from lazarus.ojs.workflow_defs import MAX_WORKFLOW_JOBS
 from lazarus.ojs.workflows import advance
 
 from ..conftest import wait_until
+from .conftest import OjsServer
 from .test_layer import RETRY_ONCE, app, backend_of, client, state_of
 
 __all__ = ["app", "client"]  # the fixtures this module shares with test_layer
@@ -389,3 +390,46 @@ async def test_an_unknown_workflow_is_not_found(client: httpx.AsyncClient) -> No
     missing = "0190e7a4-0000-7000-8000-000000000000"
     assert (await client.get(f"/ojs/v1/workflows/{missing}")).status_code == 404
     assert (await client.delete(f"/ojs/v1/workflows/{missing}")).status_code == 404
+
+
+async def test_the_conformance_workflows_complete_on_a_running_server(
+    ojs_server: OjsServer, redis_url: str
+) -> None:
+    # Given a running `lazarus serve`, its upkeep on, and the bodies of L3-001 and L3-002
+    chain = {"type": "chain", "jobs": [{"type": "test.produce", "args": ["step1_output"]},
+                                       {"type": "test.echo", "args": []},
+                                       {"type": "test.echo", "args": []}]}  # fmt: skip
+    group = {"type": "group", "jobs": [{"type": "test.echo", "args": [x]} for x in "abc"]}
+    async with httpx.AsyncClient(base_url=ojs_server.url) as http:
+        created = [await create(http, body) for body in (chain, group)]
+        assert [(w["type"], w["state"]) for w in created] == [("chain", "active"),
+                                                              ("group", "active")]  # fmt: skip
+
+        # When a remote worker echoes every job it fetches
+        async def worked() -> bool:
+            fetched = await http.post("/ojs/v1/workers/fetch",
+                                      json={"queues": ["default"], "count": 10})  # fmt: skip
+            for one in fetched.json()["jobs"]:
+                await ack(http, one["id"], one.get("parent_results", one["args"]))
+            states = [(await workflow_of(http, w["id"]))["state"] for w in created]
+            return states == ["completed", "completed"]
+
+        # Then both workflows complete
+        await wait_until(worked, message="both workflows completed")
+        (_, second, third) = (await workflow_of(http, created[0]["id"]))["jobs"]
+    assert second["result"] == [["step1_output"]] and third["result"] == [[["step1_output"]]]
+
+
+async def test_a_running_server_advances_a_chain_an_in_process_worker_runs(
+    ojs_server: OjsServer, redis_url: str, make_worker: Callable[..., Worker]
+) -> None:
+    # Given a chain on a running server, whose steps a lazarus Worker runs (no ACK)
+    async with httpx.AsyncClient(base_url=ojs_server.url) as http:
+        workflow = await create(http, {"type": "chain", "steps": [job(), job(), job()]})
+        make_worker(lambda job: "ok", QUEUE, prefix=ojs_server.prefix)
+
+        # Then the server's upkeep moves it on, step by step, to the end
+        async def completed() -> bool:
+            return (await workflow_of(http, workflow["id"]))["state"] == "completed"
+
+        await wait_until(completed, timeout=20, message="the chain completed")

@@ -20,6 +20,7 @@ Keys (under the OJS records' ``<prefix>:ojs:``):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -32,11 +33,12 @@ from .envelope import new_id, parse_submission
 from .errors import OjsError
 from .jobs import cancel, enqueue_all
 from .records import RECORD_KEEP_MS
-from .states import TERMINAL, iso
+from .states import TERMINAL
 from .workflow_defs import WorkflowDef
 
 log = logging.getLogger("lazarus.ojs")
 
+READS_AT_ONCE = 16  # jobs of a workflow read at once
 REPAIR_BATCH = 10  # open workflows advanced per step of the upkeep, about
 FAILED = ("discarded", "cancelled")  # a job that ended so fails its workflow
 Due = tuple[dict[str, Any], "dict[str, Any] | None"]  # a job to enqueue, and its chain parent
@@ -51,20 +53,24 @@ class Workflow:
 
     @property
     def type(self) -> str:
+        """``chain``, ``group`` or ``batch``."""
         return self.fields["type"]
 
     @property
     def jobs(self) -> list[dict[str, Any]]:
+        """Its jobs in order: ``name``, ``id``, ``queue`` and ``env`` (the envelope) each."""
         value: list[dict[str, Any]] = json.loads(self.fields["jobs"])
         return value
 
     @property
     def callbacks(self) -> dict[str, dict[str, Any]]:
+        """A batch's callback jobs by trigger: ``id``, ``queue`` and ``env`` each."""
         value: dict[str, dict[str, Any]] = json.loads(self.fields.get("callbacks") or "{}")
         return value
 
     @property
     def state(self) -> str:
+        """``cancelled``, ``completed``, ``failed`` or ``active``, from its markers."""
         for state, marker in (("cancelled", "cancelled_at"), ("completed", "completed_at"),
                               ("failed", "failed_at")):  # fmt: skip
             if marker in self.fields:
@@ -72,6 +78,7 @@ class Workflow:
         return "active"
 
     def all_ids(self) -> list[str]:
+        """The ids of its jobs and of its callbacks."""
         return [j["id"] for j in self.jobs] + [c["id"] for c in self.callbacks.values()]
 
 
@@ -84,11 +91,12 @@ class Keys:
         self._base = f"{prefix}:ojs:workflow:"
 
     def record(self, workflow_id: str) -> str:
+        """The key of workflow ``workflow_id``'s record."""
         return self._base + workflow_id
 
 
-async def create(backend: Backend, definition: WorkflowDef) -> dict[str, Any]:
-    """Write the workflow record, then enqueue its first jobs; the workflow's view."""
+async def create(backend: Backend, definition: WorkflowDef) -> str:
+    """Write the workflow record, then enqueue its first jobs; the workflow's id."""
     keys, workflow_id, now = Keys(backend.prefix), new_id(), backend.now()
     jobs: list[dict[str, Any]] = [
         {"name": name, "id": sub.id, "queue": sub.queue, "env": sub.envelope}
@@ -114,7 +122,7 @@ async def create(backend: Backend, definition: WorkflowDef) -> dict[str, Any]:
         await pipe.execute()
     await _emit(backend, "workflow.started", Workflow(workflow_id, fields))
     await advance(backend, workflow_id)
-    return await view(backend, workflow_id)
+    return workflow_id
 
 
 async def load(backend: Backend, workflow_id: str) -> Workflow:
@@ -125,19 +133,23 @@ async def load(backend: Backend, workflow_id: str) -> Workflow:
     return Workflow(workflow_id, {_text(k): _text(v) for k, v in raw.items()})
 
 
-async def _states(backend: Backend, wf: Workflow) -> dict[str, Loaded]:
-    """Each enqueued job of the workflow (its callbacks too), by id."""
+async def states_of(backend: Backend, wf: Workflow) -> dict[str, Loaded]:
+    """Each enqueued job of the workflow (its callbacks too), by id: what the others are
+    is that they are not enqueued yet."""
     ids = wf.all_ids()
     async with backend.client.pipeline(transaction=False) as pipe:
         for job_id in ids:
             pipe.hexists(backend.records.index, job_id)
         indexed = await pipe.execute()
     queues = {j["id"]: j["queue"] for j in [*wf.jobs, *wf.callbacks.values()]}
-    return {
-        job_id: await backend.load_in(queues[job_id], job_id)
-        for job_id, known in zip(ids, indexed, strict=True)
-        if known or f"enq:{job_id}" in wf.fields
-    }
+    found = [i for i, known in zip(ids, indexed, strict=True) if known or f"enq:{i}" in wf.fields]
+    # Read a few at once (each read is a few round trips; every ACK of a job reads them all),
+    # but not all: each read in flight holds a connection of the pool.
+    loaded: list[Loaded] = []
+    for start in range(0, len(found), READS_AT_ONCE):
+        chunk = found[start : start + READS_AT_ONCE]
+        loaded += await asyncio.gather(*(backend.load_in(queues[i], i) for i in chunk))
+    return dict(zip(found, loaded, strict=True))
 
 
 async def advance(backend: Backend, workflow_id: str) -> None:
@@ -147,11 +159,11 @@ async def advance(backend: Backend, workflow_id: str) -> None:
     wf = await load(backend, workflow_id)
     if wf.state in ("cancelled", "completed"):
         return
-    loaded = await _states(backend, wf)
+    loaded = await states_of(backend, wf)
     due = _due(wf, loaded)
     if due:
         await _enqueue(backend, wf, due)
-        loaded = await _states(backend, await load(backend, workflow_id))
+        loaded = await states_of(backend, await load(backend, workflow_id))
     states = [loaded[j["id"]].state if j["id"] in loaded else "pending" for j in wf.jobs]
     if wf.type == "batch":
         await _fire_callbacks(backend, wf, states, loaded)
@@ -250,9 +262,9 @@ async def _emit(backend: Backend, kind: str, wf: Workflow) -> None:
     await backend.records.emit(kind, data)
 
 
-async def cancel_workflow(backend: Backend, workflow_id: str) -> dict[str, Any]:
+async def cancel_workflow(backend: Backend, workflow_id: str) -> int:
     """Cancel the workflow: no job of it is enqueued from now on, and those not ended are
-    cancelled; 409 for a workflow that is over."""
+    cancelled (their number is returned); 409 for a workflow that is over."""
     wf = await load(backend, workflow_id)
     record = Keys(backend.prefix).record(workflow_id)
     if wf.state in ("completed", "cancelled") or not await backend.client.hsetnx(
@@ -261,45 +273,14 @@ async def cancel_workflow(backend: Backend, workflow_id: str) -> dict[str, Any]:
         raise OjsError(409, "conflict", f"workflow {workflow_id!r} is {wf.state} already",
                        details={"workflow_id": workflow_id})  # fmt: skip
     cancelled = 0
-    for job_id, loaded in (await _states(backend, wf)).items():
+    for job_id, loaded in (await states_of(backend, wf)).items():
         if loaded.state not in TERMINAL:
             with contextlib.suppress(OjsError):  # ended meanwhile
                 await cancel(backend, job_id)
                 cancelled += 1
     await _close(backend, wf)
     await _emit(backend, "workflow.cancelled", wf)
-    return {**await view(backend, workflow_id), "jobs_cancelled": cancelled}
-
-
-async def view(backend: Backend, workflow_id: str) -> dict[str, Any]:
-    """The workflow as OJS's OpenAPI ``Workflow`` has it, with each job's id and state."""
-    wf = await load(backend, workflow_id)
-    loaded = await _states(backend, wf)
-    key = wf.fields.get("key", "jobs")
-    items = [_item(job, loaded.get(job["id"])) for job in wf.jobs]
-    done = sum(item["state"] == "completed" for item in items)
-    counts = "steps" if wf.type == "chain" else "jobs"
-    out: dict[str, Any] = {
-        "id": wf.id, "type": wf.type, "name": wf.fields.get("name"), "state": wf.state,
-        f"{counts}_total": len(items), f"{counts}_completed": done, key: items,
-        "created_at": iso(int(wf.fields["created_at"])),
-    }  # fmt: skip
-    if wf.callbacks:
-        out["callbacks"] = {t: _item(cb, loaded.get(cb["id"])) for t, cb in wf.callbacks.items()}
-    for marker in ("completed_at", "failed_at", "cancelled_at"):
-        if marker in wf.fields:
-            out[marker] = iso(int(wf.fields[marker]))
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def _item(job: dict[str, Any], loaded: Loaded | None) -> dict[str, Any]:
-    """A job of the workflow: ``pending`` until it is enqueued."""
-    state = "pending" if loaded is None else loaded.state
-    item = {"name": job.get("name"), "job_id": job["id"], "type": job["env"].get("type"),
-            "queue": job["queue"], "state": state}  # fmt: skip
-    if loaded is not None and item["state"] == "completed":
-        item["result"] = loaded.view().get("result")
-    return {k: v for k, v in item.items() if v is not None}
+    return cancelled
 
 
 async def job_ended(backend: Backend, job_id: str) -> None:
