@@ -100,6 +100,8 @@ async def enqueue_all(
     if taken and existing_ok:  # claimed by another enqueue of the same jobs: theirs to add
         subs = [sub for index, sub in enumerate(subs) if index not in taken]
         fields = [f for index, f in enumerate(fields) if index not in taken]
+        if not subs:
+            return []
     elif taken:  # by another enqueue, since the check
         for index in sorted(set(range(len(subs))).difference(taken)):
             await records.forget(subs[index].queue, subs[index].id)
