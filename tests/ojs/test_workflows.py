@@ -19,7 +19,7 @@ from lazarus.ojs.envelope import parse_submission
 from lazarus.ojs.jobs import enqueue_all
 from lazarus.ojs.sweeper import Sweeper
 from lazarus.ojs.workflow_defs import MAX_WORKFLOW_JOBS
-from lazarus.ojs.workflows import advance
+from lazarus.ojs.workflows import advance, repair_step
 
 from ..conftest import wait_until
 from .conftest import OjsServer
@@ -433,3 +433,24 @@ async def test_a_running_server_advances_a_chain_an_in_process_worker_runs(
             return (await workflow_of(http, workflow["id"]))["state"] == "completed"
 
         await wait_until(completed, timeout=20, message="the chain completed")
+
+
+async def test_the_upkeep_passes_over_a_workflow_it_cannot_advance(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, prefix: str
+) -> None:
+    # Given a workflow whose record is broken, beside groups whose job was cancelled alone
+    # (a job's own DELETE does not move its workflow on: the upkeep does)
+    broken = await create(client, {"type": "group", "jobs": [job()]})
+    await raw.hset(f"{prefix}:ojs:workflow:{broken['id']}", "jobs", "not JSON")
+    groups = [await create(client, {"type": "group", "jobs": [job()]}) for _ in range(5)]
+    for group in groups:
+        await client.delete(f"/ojs/v1/jobs/{group['jobs'][0]['job_id']}")
+
+    # When the upkeep walks the open workflows once
+    cursor = await repair_step(backend_of(app), 0)
+    while cursor:
+        cursor = await repair_step(backend_of(app), cursor)
+
+    # Then every group is failed, whatever the order of the walk
+    states = [(await workflow_of(client, g["id"]))["state"] for g in groups]
+    assert states == ["failed"] * 5

@@ -27,6 +27,9 @@ import json
 import logging
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from .._codec import text as _text
 from .backend import Backend, Loaded
 from .envelope import new_id, parse_submission
@@ -221,8 +224,10 @@ async def _fire_callbacks(
     terminal = all(s in TERMINAL for s in states)
     holds = {"on_complete": terminal, "on_success": all(s == "completed" for s in states),
              "on_failure": any(s in FAILED for s in states)}  # fmt: skip
-    due: list[Due] = [(cb, None) for trigger, cb in wf.callbacks.items()
-           if holds[trigger] and cb["id"] not in loaded]  # fmt: skip
+    due: list[Due] = [
+        (cb, None) for trigger, cb in wf.callbacks.items()
+        if holds[trigger] and cb["id"] not in loaded
+    ]  # fmt: skip
     if due:
         await _enqueue(backend, wf, due)
 
@@ -296,9 +301,16 @@ async def job_ended(backend: Backend, job_id: str) -> None:
 
 async def repair_step(backend: Backend, cursor: int) -> int:
     """Advance about :data:`REPAIR_BATCH` open workflows from ``cursor``; the next cursor
-    (0: the walk starts over)."""
+    (0: the walk starts over). A workflow that cannot be advanced is logged and passed over,
+    so that it does not hold up the others."""
     reply: Any = await backend.client.sscan(Keys(backend.prefix).open, cursor, count=REPAIR_BATCH)
     for workflow_id in reply[1]:
-        with contextlib.suppress(OjsError):  # gone meanwhile
+        try:
             await advance(backend, _text(workflow_id))
+        except OjsError:  # gone meanwhile
+            pass
+        except (RedisConnectionError, RedisTimeoutError):
+            raise  # Redis away: the upkeep says so once, and tries again
+        except Exception as exc:
+            log.warning("workflow %s not advanced: %s", _text(workflow_id), exc)
     return int(reply[0])
