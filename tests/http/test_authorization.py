@@ -123,6 +123,11 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/ojs/v1/workflows"): OP,
     ("GET", "/ojs/v1/workflows/{workflow_id}"): V,
     ("DELETE", "/ojs/v1/workflows/{workflow_id}"): OP,
+    # the OJS schema registry: reads a viewer's, writes an operator's
+    ("GET", "/ojs/v1/schemas"): V,
+    ("POST", "/ojs/v1/schemas"): OP,
+    ("GET", "/ojs/v1/schemas/{uri}"): V,
+    ("DELETE", "/ojs/v1/schemas/{uri}"): OP,
 }  # fmt: skip
 
 TOKENS = {"viewer": "viewer-token-0123456789", "operator": "operator-token-0123456789",

@@ -25,6 +25,7 @@ from . import (
 )
 from .backend import DEFAULT_DEAD_LETTER_QUEUE, Backend
 from .dead_letters import DeadLetters
+from .schema_routes import router as schema_router
 from .sweeper import Sweeper
 
 __all__ = ["DEFAULT_DEAD_LETTER_QUEUE", "Backend", "mount"]
@@ -57,6 +58,7 @@ def mount(
     sub.include_router(cron_routes.router)
     sub.include_router(admin_routes.router)
     sub.include_router(workflow_routes.router)
+    sub.include_router(schema_router)
     app.mount("/ojs", sub)
     return _upkeep(Sweeper(backend))
 

@@ -18,6 +18,7 @@ from ..job import Job, JobState
 from ..queue import DEFAULT_MAX_EVENTS, Queue
 from .errors import OjsError
 from .records import Records, now_ms
+from .schemas import Schemas
 from .states import envelope, ojs_state
 
 DEFAULT_DEAD_LETTER_QUEUE = "ojs-dead-letter"
@@ -79,6 +80,7 @@ class Backend:
         self.client = client
         self.prefix = prefix
         self.records = Records(client, prefix)
+        self.schemas = Schemas(client, prefix)
         self.dead_letter_queue = dead_letter_queue
         self.test_hooks = test_hooks
         self.max_events = max_events

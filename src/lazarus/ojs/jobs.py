@@ -86,6 +86,9 @@ async def enqueue_all(
     With ``existing_ok`` (a workflow's jobs, whose ids are chosen ahead) a job whose id is
     taken is left out instead, so that enqueueing it again adds nothing; the answer holds the
     jobs added."""
+    failed = await backend.schemas.first_failure(subs)  # each job's args against its schema
+    if failed is not None:
+        raise at_index(failed[1], failed[0]) if batch else failed[1]
     now = backend.now()
     if existing_ok:
         taken_ids = set(await _taken(backend, subs))

@@ -138,7 +138,7 @@ async def manifest() -> Response:
                          "visibility_timeout": True, "events": True, "batch_enqueue": True,
                          "pause_resume": True, "cron_jobs": True, "scheduled_jobs": True,
                          "job_expiration": True, "pending_jobs": True,
-                         "workflows": True},
+                         "workflows": True, "schema_validation": True},
     })  # fmt: skip
 
 
