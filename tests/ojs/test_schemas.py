@@ -400,6 +400,54 @@ async def test_a_schema_whose_refs_recurse_without_end_cannot_be_applied(
     assert response.json()["error"]["details"]["field"] == "schema"
 
 
+async def test_a_workflow_with_a_job_that_does_not_conform_is_refused_before_any_write(
+    client: httpx.AsyncClient, raw: Any, prefix: str
+) -> None:
+    assert (await register(client)).status_code == 201
+    before = await written(raw, prefix)
+    step = {"type": "email.send", "args": ["ada@example.com", "welcome"], "schema": URI,
+            "options": {"queue": "mail"}}  # fmt: skip
+    bad = {**step, "args": ["ada@example.com", 7]}
+
+    response = await client.post("/ojs/v1/workflows", json={"type": "chain",
+                                                            "steps": [step, bad]})  # fmt: skip
+
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "schema_validation"
+    assert error["details"]["field"] == "steps[1].args[1]"
+    assert await written(raw, prefix) == before
+
+
+async def test_a_workflow_step_enqueued_after_its_schema_was_removed_still_runs(
+    client: httpx.AsyncClient,
+) -> None:
+    # Given a chain whose two steps conform to a schema when it is created
+    assert (await register(client)).status_code == 201
+    step = {"type": "email.send", "args": ["ada@example.com", "welcome"], "schema": URI,
+            "options": {"queue": "mail"}}  # fmt: skip
+    created = await client.post("/ojs/v1/workflows", json={"type": "chain",
+                                                           "steps": [step, step]})  # fmt: skip
+    assert created.status_code == 201, created.text
+    workflow_id = created.json()["workflow"]["id"]
+
+    # When the schema is removed, and then the first step completes
+    assert (await client.delete(path_of(URI))).status_code == 200
+    (first,) = (await client.post("/ojs/v1/workers/fetch", json={"queues": ["mail"]})).json()[
+        "jobs"
+    ]
+    acked = await client.post("/ojs/v1/workers/ack", json={"job_id": first["id"]})
+    assert acked.status_code == 200, acked.text
+
+    # Then the second step is enqueued all the same: the workflow was accepted with it
+    (second,) = (await client.post("/ojs/v1/workers/fetch", json={"queues": ["mail"]})).json()[
+        "jobs"
+    ]
+    workflow = (await client.get(f"/ojs/v1/workflows/{workflow_id}")).json()["workflow"]
+    assert second["id"] != first["id"]
+    assert second["id"] in json.dumps(workflow)
+
+
 async def test_the_manifest_declares_schema_validation(client: httpx.AsyncClient) -> None:
     manifest = (await client.get("/ojs/manifest")).json()
 

@@ -86,7 +86,8 @@ async def enqueue_all(
     With ``existing_ok`` (a workflow's jobs, whose ids are chosen ahead) a job whose id is
     taken is left out instead, so that enqueueing it again adds nothing; the answer holds the
     jobs added."""
-    failed = await backend.schemas.first_failure(subs)  # each job's args against its schema
+    # Each job's args against its schema; a workflow's jobs were checked when it was created.
+    failed = None if existing_ok else await backend.schemas.first_failure(subs)
     if failed is not None:
         raise at_index(failed[1], failed[0]) if batch else failed[1]
     now = backend.now()

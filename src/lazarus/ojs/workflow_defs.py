@@ -18,6 +18,7 @@ from typing import Any
 
 from .envelope import MAX_NAME, Submission, invalid, parse_submission
 from .errors import OjsError
+from .schemas import Schemas
 
 MAX_WORKFLOW_JOBS = 100
 """The most jobs one workflow lists (its callbacks aside): the definition is checked and
@@ -123,3 +124,14 @@ def _callbacks(value: Any, kind: str) -> dict[str, Submission]:
         for trigger, job in value.items()
         if job is not None
     }
+
+
+async def check_schemas(schemas: Schemas, definition: WorkflowDef) -> None:
+    """Every job's args against the schema it names (a 400 naming ``steps[1].args[0]``): a job
+    the workflow enqueues later is not checked again, so that a schema replaced or removed
+    since does not stop the workflow."""
+    paths = [f"{definition.key}[{i}]" for i in range(len(definition.jobs))]
+    paths += [f"callbacks.{trigger}" for trigger in definition.callbacks]
+    failed = await schemas.first_failure([*definition.jobs, *definition.callbacks.values()])
+    if failed is not None:
+        raise at_path(failed[1], paths[failed[0]])

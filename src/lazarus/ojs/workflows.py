@@ -37,7 +37,7 @@ from .errors import OjsError
 from .jobs import cancel, enqueue_all
 from .records import RECORD_KEEP_MS
 from .states import TERMINAL
-from .workflow_defs import WorkflowDef
+from .workflow_defs import WorkflowDef, check_schemas
 
 log = logging.getLogger("lazarus.ojs")
 
@@ -100,6 +100,7 @@ class Keys:
 
 async def create(backend: Backend, definition: WorkflowDef) -> str:
     """Write the workflow record, then enqueue its first jobs; the workflow's id."""
+    await check_schemas(backend.schemas, definition)  # before anything is written
     keys, workflow_id, now = Keys(backend.prefix), new_id(), backend.now()
     jobs: list[dict[str, Any]] = [
         {"name": name, "id": sub.id, "queue": sub.queue, "env": sub.envelope}
