@@ -383,4 +383,4 @@ async def test_the_manifest_declares_the_admin_api_at_the_same_level(
     manifest = (await client.get("/ojs/manifest")).json()
 
     assert "admin-api" in manifest["extensions"]["official"]
-    assert manifest["conformance_level"] == 1
+    assert manifest["conformance_level"] == 3

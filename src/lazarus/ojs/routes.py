@@ -130,7 +130,7 @@ async def manifest() -> Response:
         "specversion": "1.0",
         "implementation": {"name": "lazarus", "version": __version__, "language": "python",
                            "homepage": "https://github.com/lazarus-queue/lazarus"},
-        "conformance_level": 1,
+        "conformance_level": 3,
         "protocols": ["http"],
         "backend": "redis",
         "extensions": {"official": ["dead-letter", "admin-api"], "experimental": []},
