@@ -14,8 +14,34 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from fastapi import FastAPI
+
+from lazarus import Queue
+from lazarus.http import create_app
 
 DEAD_LETTER_QUEUE = "ojs-dlq"
+DLQ = "dead"  # the dead letter queue of the in-process app the OJS tests drive
+
+
+@pytest.fixture
+async def app(redis_url: str, prefix: str) -> FastAPI:
+    """lazarus's app, OJS mounted, on the test prefix; OJS dead letters go to ``DLQ``."""
+    return create_app(connection=redis_url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of ``app``, in process; an error of the app is its answer, a 500."""
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
+        yield c
+
+
+@pytest.fixture
+async def mail(redis_url: str, prefix: str) -> AsyncIterator[Queue]:
+    """The queue ``mail``, where most OJS tests push."""
+    async with Queue("mail", connection=redis_url, prefix=prefix) as queue:
+        yield queue
 
 
 def _free_port() -> int:

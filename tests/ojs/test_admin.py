@@ -4,15 +4,13 @@ and the live workers, each checked against what lazarus's own library reads."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from lazarus import Queue, Worker, list_queues
-from lazarus.http import create_app
 from lazarus.ojs import admin_jobs
 from lazarus.workers import list_workers
 
@@ -21,24 +19,6 @@ from .test_input import stored
 
 DLQ = "dead"
 DEAD_LETTER = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
-
-
-@pytest.fixture
-async def app(redis_url: str, prefix: str) -> FastAPI:
-    return create_app(connection=redis_url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
-        yield c
-
-
-@pytest.fixture
-async def mail(redis_url: str, prefix: str) -> AsyncIterator[Queue]:
-    async with Queue("mail", connection=redis_url, prefix=prefix) as queue:
-        yield queue
 
 
 async def enqueue(client: httpx.AsyncClient, queue: str = "mail", **options: Any) -> str:

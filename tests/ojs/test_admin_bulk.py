@@ -13,10 +13,9 @@ import pytest
 from lazarus import DeadLetterView, Queue
 from lazarus.ojs import admin_bulk
 
-from .test_admin import DEAD_LETTER, DLQ, app, client, enqueue, every_state, fetch, info, mail, nack
+from .test_admin import DEAD_LETTER, DLQ, enqueue, every_state, fetch, info, nack
 from .test_input import stored
 
-__all__ = ["app", "client", "mail"]  # fixtures
 DISCARD = {"max_attempts": 1}
 
 

@@ -5,12 +5,10 @@ id taken, a batch over the limit or a write Redis refuses partway leaves no job 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from lazarus import Queue
 from lazarus.http import create_app
@@ -21,18 +19,6 @@ from ..faults import Proxy
 from .test_input import stored
 
 BATCH = "/ojs/v1/jobs/batch"
-
-
-@pytest.fixture
-async def app(redis_url: str, prefix: str) -> FastAPI:
-    return create_app(connection=redis_url, prefix=prefix, auth=False)
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a 500 is an answer
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
-        yield c
 
 
 def job(queue: str = "mail", **fields: Any) -> dict[str, Any]:

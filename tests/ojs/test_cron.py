@@ -20,7 +20,6 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from lazarus import Job, Queue, Worker
-from lazarus.http import create_app
 from lazarus.ojs import Backend
 from lazarus.ojs.sweeper import Sweeper
 
@@ -35,18 +34,6 @@ def backend_of(app: FastAPI) -> Backend:
     (mount,) = [r for r in app.routes if getattr(r, "path", "") == "/ojs"]
     backend: Backend = mount.app.state.ojs  # type: ignore[attr-defined]
     return backend
-
-
-@pytest.fixture
-async def app(redis_url: str, prefix: str) -> FastAPI:
-    return create_app(connection=redis_url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a 500 is an answer
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
-        yield c
 
 
 @pytest.fixture

@@ -14,9 +14,7 @@ from lazarus import Queue
 from lazarus.ojs.records import now_ms
 
 from ..conftest import keys_of, wait_until
-from .test_layer import DLQ, RETRY_ONCE, app, client, enqueue, fetch, state_of
-
-__all__ = ["app", "client"]  # the fixtures this module shares with test_layer
+from .test_layer import DLQ, RETRY_ONCE, enqueue, fetch, state_of
 
 
 def iso(ms: int) -> str:

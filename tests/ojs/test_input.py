@@ -4,7 +4,6 @@ a lease or a retry beyond any sane bound, is a 400 naming the field, and nothing
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -20,13 +19,6 @@ JSON = {"content-type": "application/json"}
 async def app(redis_url: str, prefix: str) -> FastAPI:
     # Bodies may be larger than a job's data may be (1 MiB), as a server can be set up
     return create_app(connection=redis_url, prefix=prefix, auth=False, max_body_bytes=4 << 20)
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a 500 is an answer
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
-        yield c
 
 
 async def stored(raw: Any, prefix: str) -> dict[str, bytes]:

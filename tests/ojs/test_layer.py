@@ -5,7 +5,6 @@ the test-only directives stay off unless asked for."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -34,18 +33,6 @@ def backend_of(app: FastAPI) -> Backend:
     (mount,) = [r for r in app.routes if getattr(r, "path", "") == "/ojs"]
     backend: Backend = mount.app.state.ojs  # type: ignore[attr-defined]
     return backend
-
-
-@pytest.fixture
-async def app(redis_url: str, prefix: str) -> FastAPI:
-    return create_app(connection=redis_url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
-        yield c
 
 
 async def enqueue(client: httpx.AsyncClient, **options: Any) -> str:

@@ -13,9 +13,7 @@ from lazarus import Queue
 from lazarus.ojs.records import now_ms
 
 from ..conftest import keys_of
-from .test_layer import app, client, fetch, state_of
-
-__all__ = ["app", "client"]  # the fixtures this module shares with test_layer
+from .test_layer import fetch, state_of
 
 
 async def push(client: httpx.AsyncClient, **options: Any) -> dict[str, Any]:

@@ -4,12 +4,10 @@ count its jobs by OJS state, whoever added them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from lazarus import Queue, list_queues
 from lazarus.http import create_app
@@ -19,24 +17,6 @@ from .test_input import stored
 
 DLQ = "dead"
 VIEWER = "viewer-token-0123456789"
-
-
-@pytest.fixture
-async def app(redis_url: str, prefix: str) -> FastAPI:
-    return create_app(connection=redis_url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
-        yield c
-
-
-@pytest.fixture
-async def mail(redis_url: str, prefix: str) -> AsyncIterator[Queue]:
-    async with Queue("mail", connection=redis_url, prefix=prefix) as queue:
-        yield queue
 
 
 async def enqueue(client: httpx.AsyncClient, **options: Any) -> str:

@@ -17,9 +17,7 @@ from lazarus.http import create_app
 from lazarus.ojs import schemas
 from lazarus.ojs.schemas import MAX_SCHEMA_BYTES
 
-from .test_layer import app, backend_of, client
-
-__all__ = ["app", "client"]  # the fixtures this module shares with test_layer
+from .test_layer import backend_of
 
 URI = "urn:ojs:schema:email.send:v1"
 EMAIL_SEND = {

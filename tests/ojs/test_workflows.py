@@ -23,9 +23,7 @@ from lazarus.ojs.workflows import advance, repair_step
 
 from ..conftest import wait_until
 from .conftest import OjsServer
-from .test_layer import RETRY_ONCE, app, backend_of, client, state_of
-
-__all__ = ["app", "client"]  # the fixtures this module shares with test_layer
+from .test_layer import RETRY_ONCE, backend_of, state_of
 
 QUEUE = "wf"
 
