@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from lazarus import Job, Queue
 from tests.conftest import wait_for_state
 
@@ -78,3 +80,14 @@ async def test_jobs_refuses_a_bad_state_or_limit(queue: Queue, invoke: Invoke) -
         assert result.exit_code == 2, (args, result.output)
     empty = await invoke("queue", "jobs", "jobs", "--state", "failed")
     assert "no failed jobs in jobs" in empty.stdout
+
+
+def test_the_json_has_the_fields_of_the_http_apis_job() -> None:
+    pytest.importorskip("fastapi")  # the server's packages: not in the lowest redis-py's run
+    from lazarus.cli.job_show import job_json
+    from lazarus.http.schemas import JobOut
+    from lazarus.job_options import JobOptions
+
+    bare = Job._build(id="j", name="n", original_data=None, opts=JobOptions(),
+                      queue_name="q", timestamp=1)  # fmt: skip
+    assert set(job_json(bare, "waiting")) == set(JobOut.model_fields)

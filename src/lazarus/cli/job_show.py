@@ -1,5 +1,6 @@
 """``lazarus job show`` and ``lazarus queue jobs``: look at one job of a queue, or at a page
-of its jobs in one state. The JSON is the HTTP API's job resource."""
+of its jobs in one state. The JSON has the fields of the HTTP API's job resource (built here:
+the CLI runs without the server's packages)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 
 from ..errors import JobNotFoundError
-from ..http.schemas import job_out
 from ..job import Job, JobState
 from ..operators import Operators
 from . import _columns as columns
@@ -31,8 +31,19 @@ MAX_LIMIT = 1000  # jobs one listing reads, at most
 
 
 def job_json(found: Job, state: str) -> dict[str, Any]:
-    """A job as the HTTP API gives it (``GET /api/queues/{name}/jobs/{id}``)."""
-    return job_out(found, state).model_dump(mode="json")
+    """A job with the fields the HTTP API gives it (``GET /api/queues/{name}/jobs/{id}``)."""
+    meta = found.dead_letter
+    return {
+        "id": found.id, "name": found.name, "queue": found.queue_name, "state": state,
+        "data": found.original_data, "opts": found.opts.to_dict(), "priority": found.priority,
+        "timestamp": found.timestamp, "expiresAt": found.expires_at,
+        "attemptsMade": found.attempts_made, "maxAttempts": found.opts.attempts,
+        "processedOn": found.processed_on, "finishedOn": found.finished_on,
+        "failedReason": found.failed_reason, "errorType": found.error_type,
+        "stacktrace": found.stacktrace, "attempts": [a.to_json() for a in found.attempts],
+        "returnValue": found.return_value, "replayCount": found.replay_count,
+        "deadLetter": None if meta is None else meta.to_json(),
+    }  # fmt: skip
 
 
 @click.command()
