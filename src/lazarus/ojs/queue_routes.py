@@ -184,22 +184,23 @@ async def set_paused(request: Request, backend: Backend, queue: Queue, paused: b
 async def pause_queue(name: str, request: Request, backend: OjsBackend) -> Response:
     """Stop every worker, in-process or remote, from claiming the queue's jobs; the jobs they
     hold run on. A queue may be paused before its first job."""
-    queue = backend.queue(queue_name(name, "name"))
-    at = await set_paused(request, backend, queue, True)
-    body: dict[str, Any] = {"queue": {"name": queue.name, "paused": True}, "status": "paused"}
-    if at is not None:
-        body["paused_at"] = iso(at)
-    return ojs_json(body)
+    return await _paused_answer(request, backend, name, True)
 
 
 @router.post("/v1/queues/{name}/resume", dependencies=_AUTH)
 async def resume_queue(name: str, request: Request, backend: OjsBackend) -> Response:
     """Let workers claim the queue's jobs again."""
+    return await _paused_answer(request, backend, name, False)
+
+
+async def _paused_answer(request: Request, backend: Backend, name: str, paused: bool) -> Response:
+    """Pause or resume queue ``name``; the answer says so, and when, if this call changed it."""
     queue = backend.queue(queue_name(name, "name"))
-    at = await set_paused(request, backend, queue, False)
-    body: dict[str, Any] = {"queue": {"name": queue.name, "paused": False}, "status": "active"}
+    at = await set_paused(request, backend, queue, paused)
+    status, field = ("paused", "paused_at") if paused else ("active", "resumed_at")
+    body: dict[str, Any] = {"queue": {"name": queue.name, "paused": paused}, "status": status}
     if at is not None:
-        body["resumed_at"] = iso(at)
+        body[field] = iso(at)
     return ojs_json(body)
 
 

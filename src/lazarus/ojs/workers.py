@@ -84,7 +84,8 @@ async def _leased(
         await backend.records.adopt(queue, job_id)
     now = backend.now()
     visibility = int(record.get("vis") or default_ms)
-    if visibility != default_ms:
+    refusal = _refusal(record, cancelled, now)
+    if visibility != default_ms and refusal is None:  # a refused job is failed at once
         keys = backend.keys(queue)
         await _scripts.load("extend_locks")(
             backend.client, [keys.leases, keys.job_prefix], [now + visibility, job_id, token]
@@ -92,7 +93,6 @@ async def _leased(
     await backend.records.update(queue, job_id, {
         "token": token, "token_base": base, "worker_id": worker_id, "lease_ms": visibility,
     })  # fmt: skip
-    refusal = _refusal(record, cancelled, now)
     if refusal is not None:
         from .nack import fail_attempt  # nack builds on this module
 
