@@ -213,6 +213,44 @@ async def test_a_bad_registration_is_refused_naming_the_field_and_writes_nothing
     assert await stored(raw, prefix) == before
 
 
+@pytest.mark.parametrize("form", ["openapi", "binding"])
+async def test_a_template_whose_args_break_its_schema_is_refused_as_a_push_is(
+    client: httpx.AsyncClient, raw: Redis, prefix: str, form: str
+) -> None:
+    # Given a schema that wants one string argument
+    schema = {"uri": "urn:ojs:schema:report.generate:v1", "type": "report.generate",
+              "version": 1, "schema": {"type": "array", "prefixItems": [{"type": "string"}],
+                                       "minItems": 1, "maxItems": 1}}  # fmt: skip
+    assert (await client.post("/ojs/v1/schemas", json=schema)).status_code == 201
+    before = await stored(raw, prefix)
+    where = "job_template." if form == "openapi" else ""
+
+    def body(args: list[Any], uri: str = schema["uri"]) -> dict[str, Any]:
+        template = {"type": "report.generate", "args": args, "schema": uri,
+                    "options": {"queue": "reports"}}  # fmt: skip
+        if form == "openapi":
+            return cron_job(job_template=template)
+        return {"name": "daily-report", "cron": YEARLY, **template}
+
+    # When a cron job's template breaks it, or names a schema not registered
+    cases = [(body([7]), "schema_validation", f"{where}args[0]"),
+             (body(["a", "b"]), "schema_validation", f"{where}args"),
+             (body(["a"], "urn:nope"), "invalid_request", f"{where}schema")]  # fmt: skip
+    for sent, code, field in cases:
+        response = await client.post("/ojs/v1/cron", json=sent)
+
+        # Then it is refused as a PUSH is, naming the field, and nothing is written
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert (error["code"], error["details"]["field"]) == (code, field), response.text
+        assert error["message"].startswith(field), response.text
+        assert await stored(raw, prefix) == before
+
+    # And a template that conforms is registered
+    shown = await register(client, body(["daily"]))
+    assert shown["job_template"]["schema"] == schema["uri"]
+
+
 async def test_an_unregistered_cron_job_is_gone_with_its_pending_job(
     client: httpx.AsyncClient, reports: Queue
 ) -> None:

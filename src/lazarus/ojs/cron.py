@@ -45,7 +45,7 @@ SHORTHANDS = {
     "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }  # fmt: skip
-_JOB_FIELDS = ("type", "args", "meta", "options")
+_JOB_FIELDS = ("type", "args", "meta", "options", "schema")
 # Fixed times, which jobs due again and again cannot share.
 _SCHEDULING = (("scheduled_at", "scheduled_at"), ("options", "delay_until"),
                ("options", "scheduled_at"), ("expires_at", "expires_at"),
@@ -58,6 +58,7 @@ class Registration:
 
     definition: dict[str, Any]
     job: Submission
+    where: str = ""  # where the request has the job template: "job_template." or ""
 
 
 def registry(backend: Backend) -> str:
@@ -117,7 +118,7 @@ def parse_registration(body: Any, now: int) -> Registration:
         "policy": job.policy.to_json(), "vis": job.visibility_ms, "timeout": job.timeout_ms,
         "created_at": now,
     }  # fmt: skip
-    return Registration(definition, job)
+    return Registration(definition, job, where)
 
 
 def _expression(body: dict[str, Any]) -> str:
@@ -169,15 +170,21 @@ def _parse_job(template: dict[str, Any], where: str) -> Submission:
     try:
         job = parse_submission(template)
     except OjsError as exc:
-        details = exc.details
-        if where and details and isinstance(details.get("field"), str):
-            details = {**details, "field": where + details["field"]}
-        raise OjsError(exc.status, exc.code, where + exc.message, details=details,
-                       hint=exc.hint) from None  # fmt: skip
+        raise _within(exc, where) from None
     if job.pending:
         raise invalid(f"{where}options.pending: a cron job's jobs are available when due, not "
                       "staged", field=f"{where}options.pending")  # fmt: skip
     return job
+
+
+def _within(error: OjsError, where: str) -> OjsError:
+    """``error`` about the job template found at ``where``: its message and its
+    ``details.field`` say so (``job_template.args[0]``)."""
+    details = error.details
+    if where and details and isinstance(details.get("field"), str):
+        details = {**details, "field": where + details["field"]}
+    return OjsError(error.status, error.code, where + error.message, details=details,
+                    hint=error.hint)  # fmt: skip
 
 
 def engine_options(job: Submission) -> dict[str, Any]:
@@ -199,8 +206,14 @@ def repeat_option(definition: dict[str, Any]) -> dict[str, Any]:
 
 
 async def register(backend: Backend, registration: Registration) -> dict[str, Any]:
-    """Register the cron job: 409 ``duplicate`` when its name is taken."""
+    """Register the cron job: 409 ``duplicate`` when its name is taken; a 400 naming the field
+    when its template's args do not conform to the schema it names, as a PUSH's would not (the
+    jobs it makes are not checked again, so that a schema replaced or removed since does not
+    stop the cron job)."""
     definition, job = registration.definition, registration.job
+    failed = await backend.schemas.first_failure([job])
+    if failed is not None:
+        raise _within(failed[1], registration.where)
     name = definition["name"]
     if not await backend.client.hsetnx(registry(backend), name, json.dumps(definition)):
         hint = "Delete it first to register it again with other settings."
