@@ -190,6 +190,36 @@ async def test_a_batch_fires_each_callback_once_and_a_retried_dead_letter_comple
                                        "workflow.completed"]  # fmt: skip
 
 
+async def test_a_batch_hands_its_callbacks_the_results_of_its_jobs_in_order(
+    client: httpx.AsyncClient,
+) -> None:
+    # Given two batches of two jobs, the second's last job may run once
+    def callback(name: str) -> dict[str, Any]:
+        return {"type": f"wf.{name}", "options": {"queue": "callbacks"}}
+
+    succeeding = {"type": "batch", "jobs": [job(), job()],
+                  "callbacks": {"on_success": callback("on_success")}}  # fmt: skip
+    failing = {"type": "batch", "jobs": [job(), job(retry=RETRY_ONCE)],
+               "callbacks": {"on_failure": callback("on_failure")}}  # fmt: skip
+    created = [await create(client, body) for body in (succeeding, failing)]
+    first, second, third, fourth = (j["job_id"] for w in created for j in w["jobs"])
+    await fetch_all(client)
+
+    # When the first batch's jobs complete in reverse order, and the second's fails one
+    await ack(client, second, [2])
+    await ack(client, first, {"n": 1})
+    await ack(client, third, "three")
+    await fail(client, fourth)
+
+    # Then each callback has the batch's results as parent_results, in the batch's order,
+    # None for the job that did not complete
+    response = await client.post("/ojs/v1/workers/fetch", json={"queues": ["callbacks"],
+                                                                "count": 10})  # fmt: skip
+    fired = {j["type"]: j for j in response.json()["jobs"]}
+    assert fired["wf.on_success"]["parent_results"] == [{"n": 1}, [2]]
+    assert fired["wf.on_failure"]["parent_results"] == ["three", None]
+
+
 async def test_a_dead_letter_halts_a_chain_until_it_is_retried_and_completes(
     client: httpx.AsyncClient, app: FastAPI, redis_url: str, prefix: str
 ) -> None:

@@ -44,7 +44,7 @@ log = logging.getLogger("lazarus.ojs")
 READS_AT_ONCE = 16  # jobs of a workflow read at once
 REPAIR_BATCH = 10  # open workflows advanced per step of the upkeep, about
 FAILED = ("discarded", "cancelled")  # a job that ended so fails its workflow
-Due = tuple[dict[str, Any], "dict[str, Any] | None"]  # a job to enqueue, and its chain parent
+Due = tuple[dict[str, Any], "list[dict[str, Any]] | None"]  # a job to enqueue, and its parents
 
 
 @dataclasses.dataclass
@@ -185,7 +185,7 @@ def _due(wf: Workflow, loaded: dict[str, Loaded]) -> list[Due]:
             return [(step, None)]
         previous = loaded.get(wf.jobs[index - 1]["id"])
         if previous is not None and previous.state == "completed":
-            return [(step, wf.jobs[index - 1])]
+            return [(step, [wf.jobs[index - 1]])]
         return []
     return []
 
@@ -201,11 +201,10 @@ async def _enqueue(backend: Backend, wf: Workflow, due: list[Due]) -> None:
     """Enqueue the ``due`` jobs (a job whose id is taken is left as it is) and mark them; a
     cancel that came meanwhile cancels them again."""
     subs = []
-    for job, parent in due:
+    for job, parents in due:
         extra = {}
-        if parent is not None:  # read again: the job read with the state may predate it
-            done = await backend.load_in(parent["queue"], parent["id"])
-            extra["parent_results"] = [result_of(done)]
+        if parents is not None:
+            extra["parent_results"] = await _results(backend, parents)
         subs.append(parse_submission({**job["env"], **extra}))
     await enqueue_all(backend, subs, existing_ok=True)
     record = Keys(backend.prefix).record(wf.id)
@@ -218,15 +217,26 @@ async def _enqueue(backend: Backend, wf: Workflow, due: list[Due]) -> None:
                 await cancel(backend, sub.id)
 
 
+async def _results(backend: Backend, parents: list[dict[str, Any]]) -> list[Any]:
+    """The result of each of ``parents``, in order (``None`` for one that did not complete),
+    read again: the job read with its state may predate its completion."""
+    done: list[Loaded] = []
+    for start in range(0, len(parents), READS_AT_ONCE):
+        chunk = parents[start : start + READS_AT_ONCE]
+        done += await asyncio.gather(*(backend.load_in(p["queue"], p["id"]) for p in chunk))
+    return [result_of(d) if d.state == "completed" else None for d in done]
+
+
 async def _fire_callbacks(
     backend: Backend, wf: Workflow, states: list[str], loaded: dict[str, Loaded]
 ) -> None:
-    """Enqueue each of a batch's callbacks whose condition holds, once."""
+    """Enqueue each of a batch's callbacks whose condition holds, once, with the results of
+    the batch's jobs as its ``parent_results``."""
     terminal = all(s in TERMINAL for s in states)
     holds = {"on_complete": terminal, "on_success": all(s == "completed" for s in states),
              "on_failure": any(s in FAILED for s in states)}  # fmt: skip
     due: list[Due] = [
-        (cb, None) for trigger, cb in wf.callbacks.items()
+        (cb, wf.jobs) for trigger, cb in wf.callbacks.items()
         if holds[trigger] and cb["id"] not in loaded
     ]  # fmt: skip
     if due:
