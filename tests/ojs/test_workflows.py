@@ -11,15 +11,17 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from lazarus import Job, Queue, Worker
 from lazarus.ojs.envelope import parse_submission
+from lazarus.ojs.errors import OjsError
 from lazarus.ojs.jobs import enqueue_all
 from lazarus.ojs.sweeper import Sweeper
 from lazarus.ojs.workflow_defs import MAX_WORKFLOW_JOBS
-from lazarus.ojs.workflows import advance, repair_step
+from lazarus.ojs.workflows import advance, cancel_read, complete_workflow, load, repair_step
 
 from ..conftest import wait_until
 from .conftest import OjsServer
@@ -348,6 +350,34 @@ async def test_cancelling_a_workflow_cancels_its_jobs_and_enqueues_no_more(
     assert (await workflow_of(client, workflow["id"]))["state"] == "cancelled"
     assert (await client.delete(f"/ojs/v1/workflows/{workflow['id']}")).status_code == 409
     assert await events_of(client) == ["workflow.started", "workflow.cancelled"]
+
+
+@pytest.mark.parametrize("first", ["completion", "cancel"])
+async def test_a_cancel_racing_the_last_completion_ends_the_workflow_once(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, prefix: str, first: str
+) -> None:
+    # Given a workflow read by its last completion and by a cancel, before either acts
+    backend = backend_of(app)
+    workflow = await create(client, {"type": "group", "jobs": [job()]})
+    read = await load(backend, workflow["id"])
+
+    # When one ends it, and then the other, from what it read
+    if first == "completion":
+        assert await complete_workflow(backend, read)
+        with pytest.raises(OjsError) as refused:
+            await cancel_read(backend, read)
+        assert refused.value.status == 409 and "is completed" in refused.value.message
+    else:
+        assert await cancel_read(backend, read) == 1
+        assert not await complete_workflow(backend, read)
+
+    # Then the first one won: its state, its marker alone, its event alone
+    winner = "completed" if first == "completion" else "cancelled"
+    assert (await workflow_of(client, workflow["id"]))["state"] == winner
+    fields = await raw.hkeys(f"{prefix}:ojs:workflow:{workflow['id']}")
+    names = {f if isinstance(f, str) else f.decode() for f in fields}
+    assert names & {"completed_at", "cancelled_at"} == {f"{winner}_at"}
+    assert await events_of(client) == ["workflow.started", f"workflow.{winner}"]
 
 
 async def test_a_step_completed_before_a_cancel_is_not_followed_after_it(

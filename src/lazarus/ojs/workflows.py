@@ -29,6 +29,7 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import WatchError
 
 from .._codec import text as _text
 from .backend import Backend, Loaded
@@ -44,6 +45,8 @@ log = logging.getLogger("lazarus.ojs")
 READS_AT_ONCE = 16  # jobs of a workflow read at once
 REPAIR_BATCH = 10  # open workflows advanced per step of the upkeep, about
 FAILED = ("discarded", "cancelled")  # a job that ended so fails its workflow
+ENDS = ("completed_at", "cancelled_at")  # the markers of a workflow's end: one is ever set
+END_TRIES = 50  # reads of a record that keeps changing before the decision gives up
 Due = tuple[dict[str, Any], "list[dict[str, Any]] | None"]  # a job to enqueue, and its parents
 
 
@@ -162,6 +165,7 @@ async def advance(backend: Backend, workflow_id: str) -> None:
     only ever added under the id the workflow gave it."""
     wf = await load(backend, workflow_id)
     if wf.state in ("cancelled", "completed"):
+        await _close(backend, wf)  # again: the call that ended it may have died before
         return
     loaded = await states_of(backend, wf)
     due = _due(wf, loaded)
@@ -251,14 +255,43 @@ async def _settle(backend: Backend, wf: Workflow, states: list[str]) -> None:
     keys, now = Keys(backend.prefix), backend.now()
     record = keys.record(wf.id)
     if all(s == "completed" for s in states):
-        if await backend.client.hsetnx(record, "completed_at", str(now)):
-            await _close(backend, wf)
-            await _emit(backend, "workflow.completed", wf)
+        await complete_workflow(backend, wf)
     elif any(s in FAILED for s in states):
         if await backend.client.hsetnx(record, "failed_at", str(now)):
             await _emit(backend, "workflow.failed", wf)
     elif "failed_at" in wf.fields:
         await backend.client.hdel(record, "failed_at")
+
+
+async def complete_workflow(backend: Backend, wf: Workflow) -> bool:
+    """End the workflow read as ``wf`` ``completed`` (its jobs all are), unless it ended
+    already, a cancel first: whether this call ended it, and then it tells
+    ``workflow.completed``."""
+    if not await _end(backend, wf.id, "completed_at"):
+        return False
+    await _close(backend, wf)
+    await _emit(backend, "workflow.completed", wf)
+    return True
+
+
+async def _end(backend: Backend, workflow_id: str, marker: str) -> bool:
+    """Set ``marker`` (one of :data:`ENDS`) unless the workflow has one: whether this call
+    set it. The check and the set are one transaction on the record, so of a completion and
+    a cancel that race, exactly one ends the workflow, and only its event is told."""
+    record = Keys(backend.prefix).record(workflow_id)
+    async with backend.client.pipeline(transaction=True) as pipe:
+        for _ in range(END_TRIES):
+            try:
+                await pipe.watch(record)
+                if any(v is not None for v in await pipe.hmget(record, list(ENDS))):
+                    return False
+                pipe.multi()  # type: ignore[no-untyped-call]
+                pipe.hset(record, marker, str(backend.now()))
+                await pipe.execute()
+                return True
+            except WatchError:  # the record changed (a job marked enqueued): read it again
+                continue
+    raise OjsError(409, "conflict", f"workflow {workflow_id!r} keeps changing; try again")
 
 
 async def _close(backend: Backend, wf: Workflow) -> None:
@@ -281,13 +314,17 @@ async def _emit(backend: Backend, kind: str, wf: Workflow) -> None:
 async def cancel_workflow(backend: Backend, workflow_id: str) -> int:
     """Cancel the workflow: no job of it is enqueued from now on, and those not ended are
     cancelled (their number is returned); 409 for a workflow that is over."""
-    wf = await load(backend, workflow_id)
-    record = Keys(backend.prefix).record(workflow_id)
-    if wf.state in ("completed", "cancelled") or not await backend.client.hsetnx(
-        record, "cancelled_at", str(backend.now())
-    ):
-        raise OjsError(409, "conflict", f"workflow {workflow_id!r} is {wf.state} already",
-                       details={"workflow_id": workflow_id})  # fmt: skip
+    return await cancel_read(backend, await load(backend, workflow_id))
+
+
+async def cancel_read(backend: Backend, wf: Workflow) -> int:
+    """:func:`cancel_workflow` of the workflow read as ``wf``: 409 when it ended since, a
+    completion first (then only ``workflow.completed`` is told)."""
+    if wf.state in ("completed", "cancelled") or not await _end(backend, wf.id, "cancelled_at"):
+        state = (await load(backend, wf.id)).state
+        raise OjsError(409, "conflict", f"workflow {wf.id!r} is {state} already",
+                       details={"workflow_id": wf.id})  # fmt: skip
+    wf = await load(backend, wf.id)  # what was enqueued before the marker, all of it
     cancelled = 0
     for job_id, loaded in (await states_of(backend, wf)).items():
         if loaded.state not in TERMINAL:
