@@ -16,6 +16,9 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from lazarus import Job, Queue, Worker
+from lazarus.ojs import dead_letters
+from lazarus.ojs.backend import Backend
+from lazarus.ojs.dead_letters import DeadLetters
 from lazarus.ojs.envelope import parse_submission
 from lazarus.ojs.errors import OjsError
 from lazarus.ojs.jobs import enqueue_all
@@ -250,6 +253,85 @@ async def test_a_dead_letter_halts_a_chain_until_it_is_retried_and_completes(
     assert (step["id"], step["parent_results"]) == (second, ["fixed"])
     await ack(client, second)
     assert (await workflow_of(client, workflow["id"]))["state"] == "completed"
+
+
+async def swept(raw: Redis, prefix: str) -> set[str]:
+    """The members of the set of workflows the upkeep visits."""
+    return {m if isinstance(m, str) else m.decode()
+            for m in await raw.smembers(f"{prefix}:ojs:workflows")}  # fmt: skip
+
+
+async def walk(backend: Backend) -> None:
+    """One whole walk of the upkeep over the workflows it visits."""
+    cursor = await repair_step(backend, 0)
+    while cursor:
+        cursor = await repair_step(backend, cursor)
+
+
+async def test_a_failed_workflow_leaves_the_upkeeps_walk_once_none_of_its_jobs_runs(
+    client: httpx.AsyncClient, raw: Redis, prefix: str
+) -> None:
+    # Given a group one job of which is dead-lettered while the other runs
+    workflow = await create(client, {"type": "group",
+                                     "jobs": [job(retry=RETRY_ONCE), job()]})  # fmt: skip
+    failing, running = (j["job_id"] for j in workflow["jobs"])
+    await fetch_all(client)
+    await fail(client, failing)
+
+    # Then it is failed, and visited by the upkeep while its other job runs
+    assert (await workflow_of(client, workflow["id"]))["state"] == "failed"
+    assert await swept(raw, prefix) == {workflow["id"]}
+
+    # When that job completes, the failed workflow leaves the upkeep's walk (its record stays)
+    await ack(client, running)
+    assert await swept(raw, prefix) == set()
+    assert (await workflow_of(client, workflow["id"]))["state"] == "failed"
+
+    # And a retry of its dead letter puts it back, and its completion completes the group
+    retried = await client.post(f"/ojs/v1/dead-letter/{failing}/retry")
+    assert retried.status_code == 200, retried.text
+    assert await swept(raw, prefix) == {workflow["id"]}
+    assert (await workflow_of(client, workflow["id"]))["state"] == "active"
+    await ack(client, (await fetch_all(client))[0]["id"])
+    assert (await workflow_of(client, workflow["id"]))["state"] == "completed"
+    assert await swept(raw, prefix) == set()
+
+
+async def test_a_retry_cut_short_once_the_job_is_back_still_moves_its_workflow_on(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, prefix: str,
+    make_worker: Callable[..., Worker], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Given a chain failed at its first step, out of the upkeep's walk
+    workflow = await create(client, {"type": "chain",
+                                     "steps": [job(retry=RETRY_ONCE), job()]})  # fmt: skip
+    first, second = (s["job_id"] for s in workflow["steps"])
+    await fetch_all(client)
+    await fail(client, first)
+    assert await swept(raw, prefix) == set()
+
+    # When its dead letter is retried by a server that dies once the job is back, before
+    # it moves the workflow on
+    def died(backend: Backend, job_id: str) -> None:
+        raise RuntimeError("the server died")
+
+    monkeypatch.setattr(dead_letters, "job_ended", died)
+    backend = backend_of(app)
+    with pytest.raises(RuntimeError):
+        await DeadLetters(backend).retry(first)
+    assert (await workflow_of(client, workflow["id"]))["state"] == "failed"
+    assert await swept(raw, prefix) == {f"{workflow['id']} {first}"}
+
+    # And an in-process Worker runs the step (no ACK moves the workflow on)
+    make_worker(lambda job: "fixed", QUEUE)
+
+    async def completed() -> bool:
+        await walk(backend)
+        return (await workflow_of(client, workflow["id"]))["state"] == "completed"
+
+    # Then the upkeep moves the chain on to its end, the step after with the result
+    await wait_until(completed, message="the chain completed")
+    assert (await state_of(client, second))["parent_results"] == ["fixed"]
+    assert await swept(raw, prefix) == set()
 
 
 async def test_the_upkeep_advances_a_chain_whose_step_an_in_process_worker_ran(

@@ -28,6 +28,7 @@ from .envelope import invalid, parse_time, queue_name
 from .errors import OjsError
 from .jobs import cancel_loaded
 from .queue_routes import queue_names
+from .workflows import job_ended, job_resuming
 
 BULK_LIMIT = 1000
 """The most jobs one bulk request or purge acts on."""
@@ -132,10 +133,12 @@ async def retry_failed(backend: Backend, queue: str, job_id: str) -> None:
     """Put a job that failed for good back in its queue, attempts reset
     (``Queue.retry_job``); its OJS state is the engine's again."""
     await _fresh_attempts(backend, queue, job_id)
+    await job_resuming(backend, job_id)  # before the job is back: see workflows
     await backend.queue(queue).retry_job(job_id)
     if await backend.records.queue_of(job_id) == queue:
         await backend.reopen_record(queue, job_id)
         await backend.emit("job.retried", await backend.load_in(queue, job_id))
+        await job_ended(backend, job_id)  # its workflow, failed, goes on
 
 
 async def retry_one(backend: Backend, dead: DeadLetters, job_id: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from ..masking import masked
 from .backend import Backend
 from .errors import OjsError
 from .states import iso
+from .workflows import job_ended, job_resuming
 
 
 class DeadLetters:
@@ -78,6 +79,7 @@ class DeadLetters:
         assert meta is not None
         original = meta.original_job_id or dead.id
         dlq = self.backend.queue(dead.queue_name)
+        await job_resuming(self.backend, original)  # before the job is back: see workflows
         ((_, result),) = await replay.replay(
             self.backend.client, dlq.keys, dlq.max_events, meta.source_queue,
             [(dead.id, replay.KEEP)], new_ids=[original],
@@ -92,6 +94,7 @@ class DeadLetters:
         await self.backend.reopen_record(meta.source_queue, original)
         loaded = await self.backend.load_in(meta.source_queue, original)
         await self.backend.emit("job.retried", loaded)
+        await job_ended(self.backend, original)  # its workflow, failed, goes on
         return loaded.view()
 
     async def delete(self, job_id: str) -> str:

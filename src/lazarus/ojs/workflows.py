@@ -6,6 +6,12 @@ server's upkeep (:func:`repair_step`) calls it for every open workflow, which pu
 crash between an ACK and the next enqueue, and moves on workflows whose jobs in-process
 lazarus workers ran.
 
+A failed workflow none of whose jobs runs any more leaves the open set: only a retry of one
+of its discarded jobs can move it on. That retry marks the workflow first
+(:func:`job_resuming`, before the job is back), and the first advance that sees the job back
+keeps the workflow open and drops the mark: a server that dies in between leaves the mark,
+and the upkeep moves the workflow on.
+
 Keys (under the OJS records' ``<prefix>:ojs:``):
 
 - ``<prefix>:ojs:workflow:<id>``  HASH  ``type``, ``name``, ``created_at``, ``key`` (``steps``
@@ -13,9 +19,13 @@ Keys (under the OJS records' ``<prefix>:ojs:``):
                                         queue and envelope of each), ``enq:<job id>`` (the job
                                         was enqueued), ``failed_at``, ``completed_at``,
                                         ``cancelled_at``; kept :data:`RECORD_KEEP_MS` once
-                                        completed or cancelled
-- ``<prefix>:ojs:workflows``      SET   open workflows (not completed nor cancelled): swept
-- ``<prefix>:ojs:workflow-of``    HASH  job id -> workflow id, while the workflow is open
+                                        completed or cancelled (a failed one is kept)
+- ``<prefix>:ojs:workflows``      SET   swept by the upkeep: ``<id>`` of each open workflow
+                                        (active, or failed while a job of it runs), and
+                                        ``<id> <job id>`` while job ``<job id>`` of failed
+                                        workflow ``<id>`` is being retried
+- ``<prefix>:ojs:workflow-of``    HASH  job id -> workflow id, until the workflow completes
+                                        or is cancelled (a failed one may resume)
 """
 
 from __future__ import annotations
@@ -100,6 +110,11 @@ class Keys:
         """The key of workflow ``workflow_id``'s record."""
         return self._base + workflow_id
 
+    @staticmethod
+    def resuming(workflow_id: str, job_id: str) -> str:
+        """The member of the open set that marks job ``job_id`` of a failed workflow retried."""
+        return f"{workflow_id} {job_id}"
+
 
 async def create(backend: Backend, definition: WorkflowDef) -> str:
     """Write the workflow record, then enqueue its first jobs; the workflow's id."""
@@ -176,6 +191,8 @@ async def advance(backend: Backend, workflow_id: str) -> None:
     if wf.type == "batch":
         await _fire_callbacks(backend, wf, states, loaded)
     await _settle(backend, wf, states)
+    back = [i for i, one in loaded.items() if one.state not in FAILED]
+    await _keep_open(backend, wf, states, back)
 
 
 def _due(wf: Workflow, loaded: dict[str, Loaded]) -> list[Due]:
@@ -263,6 +280,26 @@ async def _settle(backend: Backend, wf: Workflow, states: list[str]) -> None:
         await backend.client.hdel(record, "failed_at")
 
 
+async def _keep_open(backend: Backend, wf: Workflow, states: list[str], back: list[str]) -> None:
+    """Keep the workflow in the open set unless it completed, or failed with none of its jobs
+    running (then only a retry moves it on, and that marks it again), and drop the marks of
+    the retried jobs ``back`` (seen not discarded: their retry is done). One transaction on
+    one key: the workflow is never out of the set while a mark it needs is dropped."""
+    failed, over = any(s in FAILED for s in states), all(s == "completed" for s in states)
+    running = any(s not in TERMINAL and s != "pending" for s in states)
+    keys = Keys(backend.prefix)
+    async with backend.client.pipeline(transaction=True) as pipe:
+        if over:
+            pass  # closed by its end
+        elif failed and not running:
+            pipe.srem(keys.open, wf.id)
+        else:
+            pipe.sadd(keys.open, wf.id)
+        if back:
+            pipe.srem(keys.open, *(keys.resuming(wf.id, i) for i in back))
+        await pipe.execute()
+
+
 async def complete_workflow(backend: Backend, wf: Workflow) -> bool:
     """End the workflow read as ``wf`` ``completed`` (its jobs all are), unless it ended
     already, a cancel first: whether this call ended it, and then it tells
@@ -298,9 +335,10 @@ async def _close(backend: Backend, wf: Workflow) -> None:
     """The workflow is over (completed or cancelled): no longer swept, its record kept as
     long as its jobs' records are."""
     keys = Keys(backend.prefix)
+    ids = wf.all_ids()
     async with backend.client.pipeline(transaction=False) as pipe:
-        pipe.srem(keys.open, wf.id)
-        pipe.hdel(keys.of, *wf.all_ids())
+        pipe.srem(keys.open, wf.id, *(keys.resuming(wf.id, i) for i in ids))
+        pipe.hdel(keys.of, *ids)
         pipe.pexpire(keys.record(wf.id), RECORD_KEEP_MS)
         await pipe.execute()
 
@@ -336,9 +374,20 @@ async def cancel_read(backend: Backend, wf: Workflow) -> int:
     return cancelled
 
 
+async def job_resuming(backend: Backend, job_id: str) -> None:
+    """Mark the workflow job ``job_id`` belongs to, if any, before the job, discarded, is put
+    back (a dead letter retried): the upkeep then visits the workflow, failed or not, until an
+    advance sees the job back. Call :func:`job_ended` once the job is back."""
+    keys = Keys(backend.prefix)
+    workflow_id = await backend.client.hget(keys.of, job_id)
+    if workflow_id is not None:
+        await backend.client.sadd(keys.open, keys.resuming(_text(workflow_id), job_id))
+
+
 async def job_ended(backend: Backend, job_id: str) -> None:
-    """Advance the workflow job ``job_id`` belongs to, if any; a failure is logged, not
-    raised: the server's upkeep advances the workflow later."""
+    """Advance the workflow job ``job_id`` belongs to, if any (the job ended, or is back from
+    a retry); a failure is logged, not raised: the server's upkeep advances the workflow
+    later."""
     try:
         workflow_id = await backend.client.hget(Keys(backend.prefix).of, job_id)
         if workflow_id is not None:
@@ -351,14 +400,19 @@ async def repair_step(backend: Backend, cursor: int) -> int:
     """Advance about :data:`REPAIR_BATCH` open workflows from ``cursor``; the next cursor
     (0: the walk starts over). A workflow that cannot be advanced is logged and passed over,
     so that it does not hold up the others."""
-    reply: Any = await backend.client.sscan(Keys(backend.prefix).open, cursor, count=REPAIR_BATCH)
-    for workflow_id in reply[1]:
+    keys = Keys(backend.prefix)
+    reply: Any = await backend.client.sscan(keys.open, cursor, count=REPAIR_BATCH)
+    members: dict[str, list[str]] = {}  # workflow id -> its members seen (itself, its marks)
+    for member in map(_text, reply[1]):
+        members.setdefault(member.partition(" ")[0], []).append(member)
+    for workflow_id, seen in members.items():
         try:
-            await advance(backend, _text(workflow_id))
-        except OjsError:  # gone meanwhile
-            pass
+            await advance(backend, workflow_id)
+        except OjsError as exc:
+            if exc.status == 404:  # its record is gone: nothing to advance any more
+                await backend.client.srem(keys.open, *seen)
         except (RedisConnectionError, RedisTimeoutError):
             raise  # Redis away: the upkeep says so once, and tries again
         except Exception as exc:
-            log.warning("workflow %s not advanced: %s", _text(workflow_id), exc)
+            log.warning("workflow %s not advanced: %s", workflow_id, exc)
     return int(reply[0])
