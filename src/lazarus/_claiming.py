@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import NoScriptError
 
 from . import _scripts
+from ._burst import next_step
 from ._connection import now_ms
 from ._execution import ClaimedJob, parse_claimed
 from ._supervision import pause
@@ -39,11 +40,20 @@ async def main_loop(worker: Worker) -> None:
     next_due = -1
     while not worker._closing:
         free = worker.concurrency - len(worker._tasks)
+        if worker._budget is not None:  # with max_jobs, no more than it allows
+            free = worker._budget.left(free)
         if free <= 0:
             worker._slot_freed.clear()
             await worker._slot_freed.wait()
             continue
         try:
+            if idle and worker.burst:
+                step = await next_step(worker)
+                if step is None:
+                    return  # the burst is over
+                if not step:  # a slot ended: claim at once, for as many as are free now
+                    idle = False
+                    continue
             if idle:
                 claimed, next_due = await wait_and_claim(worker, free, next_due)
             else:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.cluster import RedisCluster
 
 from . import _scripts
+from ._burst import next_step
 from ._checks import at_least
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, parse_claimed
@@ -158,29 +159,45 @@ async def wait_for_work(worker: Worker, next_due: int) -> None:
         raise reply
 
 
+async def claim_round(worker: Worker, free: int, weighted: bool) -> tuple[int, int]:
+    """Claim up to ``free`` jobs from the lanes in this round's order, and start them; how
+    many it claimed, and the next due time of any lane."""
+    claimed, next_due = 0, -1
+    for lane in claim_order(worker._lanes, weighted):
+        if claimed >= free:
+            break
+        jobs, due = await claim(worker, lane, free - claimed)
+        for job in jobs:  # started even when closing: they are claimed
+            worker._start(job, lane.slots)
+        claimed += len(jobs)
+        if due >= 0 and (next_due < 0 or due < next_due):
+            next_due = due
+    return claimed, next_due
+
+
 async def main_loop(worker: Worker) -> None:
     """The claim loop of a worker with several queues (see the module docstring)."""
     weighted = any(lane.weight != 1 for lane in worker._lanes)
     idle, next_due = False, -1
     while not worker._closing:
         free = worker.concurrency - len(worker._tasks)
+        if worker._budget is not None:  # with max_jobs, no more than it allows
+            free = worker._budget.left(free)
         if free <= 0:
             worker._slot_freed.clear()
             await worker._slot_freed.wait()
             continue
         try:
+            if idle and worker.burst:
+                step = await next_step(worker)
+                if step is None:
+                    return  # the burst is over
+                if not step:  # a slot ended: claim at once, for as many as are free now
+                    idle = False
+                    continue
             if idle:
                 await wait_for_work(worker, next_due)
-            claimed, next_due = 0, -1
-            for lane in claim_order(worker._lanes, weighted):
-                if claimed >= free:
-                    break
-                jobs, due = await claim(worker, lane, free - claimed)
-                for job in jobs:  # started even when closing: they are claimed
-                    worker._start(job, lane.slots)
-                claimed += len(jobs)
-                if due >= 0 and (next_due < 0 or due < next_due):
-                    next_due = due
+            claimed, next_due = await claim_round(worker, free, weighted)
             idle = claimed < free  # every lane had less than asked: all drained for now
         except Exception as exc:  # whatever it is, the loop goes on (after a backoff)
             idle = False

@@ -22,6 +22,7 @@ from redis.exceptions import ResponseError
 
 from . import _scripts, _tracing
 from ._ahead import CLAIM_AHEAD_OVER, CLAIM_AHEAD_UNDER, Ahead, Holds, claim_one
+from ._burst import PAST_MAX_JOBS, Budget
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, Outcome, Processor, finish, run_processor
 from ._progress import JobHandle
@@ -61,6 +62,7 @@ class SlotRunner:
     fetch_next: bool = True
     claim_ahead: bool = True  # see _ahead
     schema: PayloadSchema | None = None  # the worker's: a job's update_data checks with it
+    budget: Budget | None = None  # the jobs started, with burst or max_jobs (see _burst)
     # While a processor runs: job id -> its lock token and the slot's task (see stop).
     running: dict[str, tuple[str, asyncio.Task[Any]]] = dataclasses.field(default_factory=dict)
     # Stops asked of running processors (Queue.cancel_job): job id -> lock token, reason.
@@ -90,6 +92,9 @@ class SlotRunner:
             while claimed is not None:
                 self.held[claimed.job.id] = claimed.token
                 claimed, ahead = await self._execute(claimed, slot, ahead)
+                if claimed is not None and self.budget is not None and not self.budget.take():
+                    await self.hand_back(claimed, PAST_MAX_JOBS)  # claimed as max_jobs began
+                    claimed = None
         finally:
             if ahead is not None:  # shutdown, or an exiting error, with a call on its way
                 await ahead.give_back(HAND_BACK_TIMEOUT)

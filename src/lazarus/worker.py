@@ -9,6 +9,9 @@ Example::
     worker = Worker("emails", send, concurrency=20, dead_letter_queue="emails-dlq")
     await worker.run()          # until worker.close() is awaited elsewhere
 
+    batch = Worker("emails", send, burst=True, autorun=False)
+    ran = await batch.run()     # until the queue has nothing ready to run: the jobs started
+
 Processors may be ``async def`` functions or plain functions (run in daemon threads, one per
 running job). A job is processed at least once: make processors idempotent.
 """
@@ -24,6 +27,7 @@ from typing import Any
 
 from . import _scripts
 from ._backoff import BackoffStrategy
+from ._burst import PAST_MAX_JOBS, Budget
 from ._checks import at_least, positive_or_none, seconds
 from ._claiming import main_loop
 from ._connection import CLIENT_TYPES, REDIS_FAILURES, Client, address, connect
@@ -95,6 +99,12 @@ class Worker:
     ``processes=n`` runs a plain-function processor in ``n`` processes instead of threads,
     for CPU-bound work (see docs/workers.md). With ``claim_ahead`` (the default), a slot whose
     jobs take 1 to 50 ms claims its next job while the current one runs (see docs/workers.md).
+
+    With ``burst=True`` the worker ends on its own, as :meth:`close` would, once its queues
+    have nothing ready to run (none waiting or prioritized, no delayed job due: later ones are
+    not waited for; a paused queue counts as empty) and none of its jobs is running; with
+    ``max_jobs=n``, once it has started ``n`` jobs (jobs claimed beyond them go back to the
+    queue unrun). :meth:`run` then returns how many jobs it started (see docs/workers.md).
     """
 
     def __init__(
@@ -127,6 +137,8 @@ class Worker:
         claim_ahead: bool = True,
         remove_on_complete: Retention = False,
         remove_on_fail: Retention = False,
+        burst: bool = False,
+        max_jobs: int | None = None,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -153,6 +165,8 @@ class Worker:
         self.prune_interval = positive_or_none(prune_interval, "prune_interval", "seconds")
         self.non_retryable = check_non_retryable(non_retryable)
         claim_ahead = check_flag(claim_ahead, "claim_ahead")
+        self.burst = check_flag(burst, "burst")
+        self.max_jobs = None if max_jobs is None else at_least(max_jobs, "max_jobs")
         self._keep_completed = KeepPolicy.parse(remove_on_complete, "remove_on_complete")
         self._keep_failed = KeepPolicy.parse(remove_on_fail, "remove_on_fail")
         self.block_timeout = seconds(block_timeout, "block_timeout")
@@ -186,16 +200,23 @@ class Worker:
         self._closing = False
         self._stopping = asyncio.Event()  # set by close(): ends backoff pauses at once
         self._starting = False  # registering at start-up: nothing to lose by cancelling
+        self._close_called = False
+        self._closed = False
+        self._woke_itself = False  # its blocking claim was woken when max_jobs were started
+        # Counts the jobs started, only for a worker that ends on its own: others' slots test
+        # one attribute per job.
+        self._budget = Budget(self.max_jobs, self._stop_claiming) \
+            if self.burst or self.max_jobs is not None else None  # fmt: skip
         where = f"worker {self.name}"
         self._start_incident = Incident(log, f"{where}: start-up at {address(self._client)}")
         self._claim_incident = Incident(log, f"{where}: claiming jobs")
         self._slots = SlotRunner(
             self._ctx, processor, self.name, self.job_timeout, self._held, self._emit,
             self._report_error, lambda: self._closing, Incident(log, f"{where}: recording"),
-            claim_ahead=claim_ahead, schema=payload_schema,
+            claim_ahead=claim_ahead, schema=payload_schema, budget=self._budget,
         )  # fmt: skip
         self._lanes = make_lanes(self, names, check_weights(weights, names))
-        self._run_task: asyncio.Task[None] | None = None
+        self._run_task: asyncio.Task[int | None] | None = None
         self._blocking = False  # in the blocking claim round trip
         self._clock_offset = 0  # this machine's clock minus the server's, in ms
         self._clock_checked = float("-inf")
@@ -256,8 +277,18 @@ class Worker:
     def running(self) -> bool:
         return self._run_task is not None and not self._run_task.done()
 
-    async def run(self) -> None:
-        """Process jobs until :meth:`close`.
+    @property
+    def jobs_started(self) -> int | None:
+        """How many jobs this worker has started, counted with ``burst`` or ``max_jobs``
+        (``None`` without either). A job that fails without its processor running (expired,
+        cancelled before it started, unreadable) counts; one claimed and handed back unrun
+        does not."""
+        return None if self._budget is None else self._budget.started
+
+    async def run(self) -> int | None:
+        """Process jobs until :meth:`close`; with ``burst``, until its queues have nothing
+        ready to run, and with ``max_jobs`` until it has started that many: then it closes
+        itself and returns :attr:`jobs_started` (``None`` for a worker without either).
 
         Redis errors never end it: an unreachable Redis (at start-up too) is retried with
         backoff, each failure reported to ``error`` listeners and logged without flooding.
@@ -271,10 +302,10 @@ class Worker:
             and not self._run_task.done()
         ):
             await asyncio.shield(self._run_task)
-            return
+            return self.jobs_started
         self._run_task = current
         if not await self._start_up():
-            return
+            return self.jobs_started
         await publish_limit(
             self._client, [lane.keys for lane in self._lanes], self.limiter,
             incident=self._start_incident, report=self._report_error, stopping=self._stopping,
@@ -305,6 +336,9 @@ class Worker:
             for task in pending:
                 task.cancel()
             await presence.leave()
+        if not self._close_called:  # it ended on its own: the burst is over, or max_jobs
+            await self.close()
+        return self.jobs_started
 
     async def _start_up(self) -> bool:
         # The dead letter queue is registered too: the dead-letter script writes to it without
@@ -328,10 +362,31 @@ class Worker:
             self._starting = False
 
     def _start(self, claimed: ClaimedJob, slots: SlotRunner | None = None) -> None:
+        runner = slots or self._slots
         slot = self._free_slots.pop()
-        task = asyncio.create_task((slots or self._slots).work(claimed, slot))
+        if self._budget is None or self._budget.take():
+            work = runner.work(claimed, slot)
+        else:  # max_jobs were started meanwhile (by slots claiming their next jobs)
+            work = self._put_back(runner, claimed)
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(lambda done: self._task_done(done, slot))
+
+    @staticmethod
+    async def _put_back(runner: SlotRunner, claimed: ClaimedJob) -> None:
+        await runner.hand_back(claimed, PAST_MAX_JOBS)
+
+    def _stop_claiming(self) -> None:
+        """``max_jobs`` were started: claim no more, and let :meth:`run` end (and close the
+        worker) once the jobs in flight are done."""
+        self._closing = True
+        self._stopping.set()
+        self._slot_freed.set()
+        if self._blocking:  # woken through Redis, as close() wakes it
+            self._woke_itself = True
+            task = asyncio.get_running_loop().create_task(self._wake())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     def _task_done(self, task: asyncio.Task[None], slot: str) -> None:
         self._tasks.discard(task)
@@ -357,7 +412,11 @@ class Worker:
         """Stop claiming, let running jobs finish (up to ``timeout`` seconds, by default
         ``shutdown_timeout``), then release the connection. Jobs still running after the
         timeout are cancelled and handed back to the queue at once (a plain function's thread
-        cannot be stopped: it is abandoned, and its result is not recorded)."""
+        cannot be stopped: it is abandoned, and its result is not recorded). A worker that
+        closed already (a burst that ended, say) is left as it is."""
+        if self._closed:
+            return
+        self._close_called = True
         self._closing = True
         self._stopping.set()
         self._slot_freed.set()
@@ -380,13 +439,14 @@ class Worker:
             if not run_task.done():
                 run_task.cancel()
             await asyncio.gather(run_task, return_exceptions=True)
-        if woken:  # the loop may have left before popping it
+        if woken or self._woke_itself:  # the loop may have left before popping it
             with contextlib.suppress(*REDIS_FAILURES):
                 await self._client.delete(self._wake_key)
         if self._ctx.executor is not None:
             shut_down(self._ctx.executor)
         if self._owns_client:
             await self._client.aclose()
+        self._closed = True
 
     async def _wake(self) -> bool:
         """Wake this worker's blocking claim through Redis (cancelling it could lose the reply

@@ -144,15 +144,22 @@ def load_processor(spec: str) -> Any:
               help="Seconds running jobs get to finish on SIGTERM/SIGINT.")  # fmt: skip
 @click.option("--claim-ahead/--no-claim-ahead", default=True, show_default=True,
               help="Whether a slot of short jobs claims its next job while one runs.")  # fmt: skip
+@click.option("--burst", is_flag=True,
+              help="Exit (status 0) once the queues have nothing ready to run.")  # fmt: skip
+@click.option("--max-jobs", default=None, type=click.IntRange(min=1),
+              help="Exit (status 0) after starting N jobs.")  # fmt: skip
 @URL_OPTION
 @PREFIX_OPTION
 def worker(
     processor: str, queue_names: tuple[str, ...], concurrency: int, processes: int | None,
     dead_letter_queue: str | None,
     lock_duration: int, stalled_interval: int, max_stalled_count: int,
-    shutdown_timeout: float, claim_ahead: bool, redis_url: str, prefix: str,
+    shutdown_timeout: float, claim_ahead: bool, burst: bool, max_jobs: int | None,
+    redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
-    """Run a worker for QUEUE with PROCESSOR (module:function) until SIGTERM or SIGINT."""
+    """Run a worker for QUEUE with PROCESSOR (module:function) until SIGTERM or SIGINT
+    (or, with --burst, until the queues have nothing ready to run; with --max-jobs, until it
+    has started N jobs)."""
     from ..worker import Worker
 
     if dead_letter_queue in queue_names:
@@ -171,7 +178,7 @@ def worker(
             lock_duration=lock_duration,
             stalled_interval=stalled_interval, max_stalled_count=max_stalled_count,
             shutdown_timeout=shutdown_timeout, autorun=False, processes=processes,
-            claim_ahead=claim_ahead,
+            claim_ahead=claim_ahead, burst=burst, max_jobs=max_jobs,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
@@ -182,7 +189,12 @@ def worker(
         click.echo(f"worker {w.name} processing {names} (concurrency {concurrency})")
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        click.echo("shutting down: waiting for running jobs")
+        if run.done() and not run.cancelled() and run.exception() is None:
+            started = run.result()
+            reason = "max jobs started" if started == max_jobs else "burst over"
+            click.echo(f"{reason}: {started} jobs started")
+        else:
+            click.echo("shutting down: waiting for running jobs")
         await w.close()
         stopped.cancel()
         # close() cancels run() when jobs outlast the shutdown timeout: that is no error.
