@@ -64,6 +64,13 @@ class WorkerPool:
         self.live.remove(pid)
         self.killed += 1
 
+    def reap(self) -> int:
+        """Forget the workers that exited by themselves (``burst``, ``max_jobs``); how many."""
+        gone = [pid for pid in self.live if not alive(pid)]
+        for pid in gone:
+            self.live.remove(pid)
+        return len(gone)
+
     def stop(self, grace: float = 10.0) -> int:
         """SIGTERM every worker, SIGKILL those still running after ``grace`` seconds; returns
         how many had to be killed. Then the fork server goes."""

@@ -18,8 +18,9 @@ is whole even when the process is killed right after::
     Y <job id>                          the worker recorded a failed attempt, to be retried
     L <job id>                          the worker lost the job's lock; its outcome was dropped
     E <error type>                      the worker reported an error
-    X <error type> <message>            Worker.run() raised (or returned unasked): the worker
-                                        died by itself
+    X <error type> <message>            Worker.run() raised (or returned unasked, unless the
+                                        worker runs with burst or max_jobs): the worker died
+                                        by itself
 
 The processor does what the job's data says: ``ms`` milliseconds of work, then a failure
 (``error``, default ``RuntimeError``) while ``attempts_made < fail``; ``hang`` never returns.
@@ -116,7 +117,9 @@ async def work(config: dict[str, Any]) -> int:
     except Exception as exc:
         log.write("X", type(exc).__name__, str(exc).replace("\n", " ")[:200])
         return 1
-    if not closing:
+    options = config.get("options", {})
+    ends_itself = options.get("burst") or options.get("max_jobs")  # run() returns unasked
+    if not closing and not ends_itself:
         log.write("X", "run() returned without close()")
         return 1
     for task in closing:
