@@ -24,7 +24,9 @@ from lazarus.ojs.errors import OjsError
 from lazarus.ojs.jobs import enqueue_all
 from lazarus.ojs.sweeper import Sweeper
 from lazarus.ojs.workflow_defs import MAX_WORKFLOW_JOBS
-from lazarus.ojs.workflows import advance, cancel_read, complete_workflow, load, repair_step
+from lazarus.ojs.workflow_ends import cancel_read, complete_workflow
+from lazarus.ojs.workflow_records import load
+from lazarus.ojs.workflows import advance, repair_step
 
 from ..conftest import wait_until
 from .conftest import OjsServer

@@ -28,7 +28,8 @@ from .envelope import invalid, parse_time, queue_name
 from .errors import OjsError
 from .jobs import cancel_loaded
 from .queue_routes import queue_names
-from .workflows import job_ended, job_resuming
+from .workflow_ends import job_resuming
+from .workflows import job_ended
 
 BULK_LIMIT = 1000
 """The most jobs one bulk request or purge acts on."""

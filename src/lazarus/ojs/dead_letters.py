@@ -15,7 +15,8 @@ from ..masking import masked
 from .backend import Backend
 from .errors import OjsError
 from .states import iso
-from .workflows import job_ended, job_resuming
+from .workflow_ends import job_resuming
+from .workflows import job_ended
 
 
 class DeadLetters:

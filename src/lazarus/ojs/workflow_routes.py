@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from ..http._deps import require_token
-from . import workflows
+from . import workflow_ends, workflow_records, workflows
 from .backend import Backend, Loaded
 from .errors import ojs_json
 from .routes import OjsBackend, _job_id, json_body
@@ -41,14 +41,14 @@ async def get_workflow(workflow_id: str, backend: OjsBackend) -> Response:
 async def cancel_workflow(workflow_id: str, backend: OjsBackend) -> Response:
     """Cancel the workflow and its jobs that have not ended."""
     wf_id = _job_id(workflow_id, "id")
-    cancelled = await workflows.cancel_workflow(backend, wf_id)
+    cancelled = await workflow_ends.cancel_workflow(backend, wf_id)
     return ojs_json({"workflow": {**await view(backend, wf_id), "jobs_cancelled": cancelled}})
 
 
 async def view(backend: Backend, workflow_id: str) -> dict[str, Any]:
     """The workflow as OJS's OpenAPI ``Workflow`` has it, with each job's id and state."""
-    wf = await workflows.load(backend, workflow_id)
-    loaded = await workflows.states_of(backend, wf)
+    wf = await workflow_records.load(backend, workflow_id)
+    loaded = await workflow_records.states_of(backend, wf)
     key = wf.fields.get("key", "jobs")
     items = [_item(job, loaded.get(job["id"])) for job in wf.jobs]
     done = sum(item["state"] == "completed" for item in items)
