@@ -19,18 +19,17 @@ running job). A job is processed at least once: make processors idempotent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from . import _scripts
+from . import _scripts, _shutdown
 from ._backoff import BackoffStrategy
 from ._burst import PAST_MAX_JOBS, Budget
 from ._checks import at_least, positive_or_none, seconds
 from ._claiming import main_loop
-from ._connection import CLIENT_TYPES, REDIS_FAILURES, Client, address, connect
+from ._connection import CLIENT_TYPES, Client, address, connect
 from ._entry import NonRetryable, check_non_retryable
 from ._execution import ClaimedJob, ExecutionContext, Processor
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
@@ -40,7 +39,7 @@ from ._lanes import main_loop as lanes_main_loop
 from ._limiter import RateLimit
 from ._limiter import publish as publish_limit
 from ._listeners import Listeners
-from ._processes import check_processes, executor_for, shut_down
+from ._processes import check_processes, executor_for
 from ._slot import HAND_BACK_TIMEOUT, SlotRunner
 from ._supervision import Incident, register
 from ._worker_options import (
@@ -379,14 +378,7 @@ class Worker:
     def _stop_claiming(self) -> None:
         """``max_jobs`` were started: claim no more, and let :meth:`run` end (and close the
         worker) once the jobs in flight are done."""
-        self._closing = True
-        self._stopping.set()
-        self._slot_freed.set()
-        if self._blocking:  # woken through Redis, as close() wakes it
-            self._woke_itself = True
-            task = asyncio.get_running_loop().create_task(self._wake())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        _shutdown.stop_claiming(self)
 
     def _task_done(self, task: asyncio.Task[None], slot: str) -> None:
         self._tasks.discard(task)
@@ -414,57 +406,7 @@ class Worker:
         timeout are cancelled and handed back to the queue at once (a plain function's thread
         cannot be stopped: it is abandoned, and its result is not recorded). A worker that
         closed already (a burst that ended, say) is left as it is."""
-        if self._closed:
-            return
-        self._close_called = True
-        self._closing = True
-        self._stopping.set()
-        self._slot_freed.set()
-        woken = self._blocking and await self._wake()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (self.shutdown_timeout if timeout is None else timeout)
-        # The run() task, unless close() is called from inside it.
-        run_task = self._run_task if self._run_task is not asyncio.current_task() else None
-        if run_task is not None:
-            if self._starting or (self._blocking and not woken):  # no reply or job to lose
-                run_task.cancel()
-            # run() returns once the jobs in flight are done, renewing their leases meanwhile.
-            await asyncio.wait({run_task}, timeout=max(deadline - loop.time(), 0))
-        if self._tasks:  # close() from inside run(), or run() was cancelled
-            _, pending = await asyncio.wait(
-                set(self._tasks), timeout=max(deadline - loop.time(), 0)
-            )
-            await self._cancel(pending)
-        if run_task is not None:
-            if not run_task.done():
-                run_task.cancel()
-            await asyncio.gather(run_task, return_exceptions=True)
-        if woken or self._woke_itself:  # the loop may have left before popping it
-            with contextlib.suppress(*REDIS_FAILURES):
-                await self._client.delete(self._wake_key)
-        if self._ctx.executor is not None:
-            shut_down(self._ctx.executor)
-        if self._owns_client:
-            await self._client.aclose()
-        self._closed = True
-
-    async def _wake(self) -> bool:
-        """Wake this worker's blocking claim through Redis (cancelling it could lose the reply
-        of a claim that already ran). False when Redis could not be told."""
-        try:
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.zadd(self._wake_key, {"close": 0})
-                pipe.pexpire(self._wake_key, int((self.block_timeout + 60) * 1000))
-                await pipe.execute()
-        except REDIS_FAILURES:
-            return False
-        return True
-
-    @staticmethod
-    async def _cancel(tasks: set[asyncio.Task[None]]) -> None:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _shutdown.close(self, timeout)
 
     async def __aenter__(self) -> Worker:
         return self
