@@ -53,6 +53,13 @@ class Budget:
         return wanted if self.limit is None else min(wanted, self.limit - self.started)
 
 
+def room(worker: Worker) -> int:
+    """How many jobs a claim loop may claim now: the worker's free slots, or fewer when its
+    ``max_jobs`` allow fewer more."""
+    free = worker.concurrency - len(worker._tasks)
+    return free if worker._budget is None else worker._budget.left(free)
+
+
 async def drained(client: Any, queues: Sequence[QueueKeys]) -> bool:
     """Whether each of ``queues`` is paused or has nothing ready to run: no job waiting or
     prioritized, no delayed job due, no pending dead letter. One round trip (every queue of

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import NoScriptError
 
 from . import _scripts
-from ._burst import next_step
+from ._burst import next_step, room
 from ._connection import now_ms
 from ._execution import ClaimedJob, parse_claimed
 from ._supervision import pause
@@ -39,9 +39,7 @@ async def main_loop(worker: Worker) -> None:
     idle = False
     next_due = -1
     while not worker._closing:
-        free = worker.concurrency - len(worker._tasks)
-        if worker._budget is not None:  # with max_jobs, no more than it allows
-            free = worker._budget.left(free)
+        free = room(worker)
         if free <= 0:
             worker._slot_freed.clear()
             await worker._slot_freed.wait()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.cluster import RedisCluster
 
 from . import _scripts
-from ._burst import next_step
+from ._burst import next_step, room
 from ._checks import at_least
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, parse_claimed
@@ -180,9 +180,7 @@ async def main_loop(worker: Worker) -> None:
     weighted = any(lane.weight != 1 for lane in worker._lanes)
     idle, next_due = False, -1
     while not worker._closing:
-        free = worker.concurrency - len(worker._tasks)
-        if worker._budget is not None:  # with max_jobs, no more than it allows
-            free = worker._budget.left(free)
+        free = room(worker)
         if free <= 0:
             worker._slot_freed.clear()
             await worker._slot_freed.wait()
