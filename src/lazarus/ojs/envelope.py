@@ -37,6 +37,10 @@ DEFAULT_VISIBILITY_MS = 30_000
 MAX_VISIBILITY_MS = 86_400_000
 MAX_TIMEOUT_MS = 7 * 86_400_000
 MAX_ARGS_BYTES = _codec.DEFAULT_MAX_PAYLOAD_BYTES  # the engine's limit on a job's data
+# The named priorities of the conformance levels (L4-PRI-003). ojs-core's table recommends
+# 10, 0 and -10 instead; a conformance claim is judged by the levels' numbers.
+NAMED_PRIORITIES = {"HIGH": 3, "NORMAL": 2, "LOW": 1}
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,12 +166,24 @@ def queue_name(value: object, field: str) -> str:
     return _name(value, field, QUEUE_RE, "^[a-z0-9][a-z0-9\\-\\.]*$", MAX_QUEUE)
 
 
+def priority_number(value: object) -> int | None:
+    """The OJS priority ``value`` names: an integer from -100 to 100 (higher runs first), or
+    ``HIGH``, ``NORMAL``, ``LOW`` (any case) for 3, 2, 1; ``None`` for anything else."""
+    if isinstance(value, str):
+        return NAMED_PRIORITIES.get(value.upper())
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if MIN_PRIORITY <= value <= MAX_PRIORITY else None
+
+
 def _priority(options: dict[str, Any]) -> int:
     value = options.get("priority", 0)
-    if isinstance(value, bool) or not isinstance(value, int) or not -100 <= value <= 100:
-        raise invalid(f"options.priority must be an integer from -100 to 100, got {value!r}",
+    number = priority_number(value)
+    if number is None:
+        raise invalid(f"options.priority must be an integer from {MIN_PRIORITY} to "
+                      f"{MAX_PRIORITY} or one of HIGH, NORMAL, LOW, got {value!r}",
                       field="options.priority")  # fmt: skip
-    return value
+    return number
 
 
 def parse_submission(body: Any) -> Submission:

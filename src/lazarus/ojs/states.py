@@ -23,6 +23,7 @@ from typing import Any
 
 from ..job import Job, JobState
 from ..masking import masked
+from .envelope import priority_number
 
 TERMINAL = ("completed", "cancelled", "discarded")
 
@@ -69,7 +70,7 @@ def envelope(
         "queue": queue,
         "args": masked(env.get("args", job.original_data if job else [])),
         "meta": env.get("meta", {}),
-        "priority": options.get("priority", 0),
+        "priority": priority_number(options.get("priority", 0)),  # HIGH as 3
         "state": state,
         "attempt": job.attempts_started if job is not None else snap.get("attempt", 0),
         "max_attempts": policy.get("max_attempts", 3),
