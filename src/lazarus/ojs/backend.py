@@ -152,12 +152,17 @@ class Backend:
         """An OJS event about ``loaded``."""
         await self.emit_all(kind, [loaded], **data)
 
-    async def emit_all(self, kind: str, jobs: list[Loaded], **data: Any) -> None:
-        """An OJS event about each of ``jobs``, in one round trip."""
+    async def emit_all(
+        self, kind: str, jobs: list[Loaded], *, each: list[dict[str, Any]] | None = None,
+        **data: Any,
+    ) -> None:  # fmt: skip
+        """An OJS event about each of ``jobs``, in one round trip; ``each`` holds the data of
+        each job's own, beside ``data``."""
+        extra = each or [{} for _ in jobs]
         await self.records.emit_all(kind, [{
             "job_id": loaded.id, "job_type": loaded.env.get("type", ""), "queue": loaded.queue,
-            **data,
-        } for loaded in jobs])  # fmt: skip
+            **data, **own,
+        } for loaded, own in zip(jobs, extra, strict=True)])  # fmt: skip
 
     def now(self) -> int:
         """Wall-clock milliseconds, as the engine's scripts take them."""

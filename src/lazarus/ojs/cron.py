@@ -174,6 +174,10 @@ def _parse_job(template: dict[str, Any], where: str) -> Submission:
     if job.pending:
         raise invalid(f"{where}options.pending: a cron job's jobs are available when due, not "
                       "staged", field=f"{where}options.pending")  # fmt: skip
+    if job.unique is not None:  # its jobs are the engine's repeats, added without OJS's check
+        raise invalid(f"{where}options.unique: a cron job's jobs are not unique jobs (its "
+                      "overlap_policy says whether one may start while another runs)",
+                      field=f"{where}options.unique")  # fmt: skip
     return job
 
 

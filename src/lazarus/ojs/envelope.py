@@ -7,6 +7,7 @@ is written. Fields the spec does not define are kept as they are, for forward co
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import uuid
 from datetime import datetime, timezone
@@ -18,6 +19,7 @@ from .._keys import MAX_NAME_LENGTH
 from ..job_options import MAX_DURATION_MS
 from .errors import OjsError
 from .retry import RetryPolicy, parse_policy
+from .unique import UniquePolicy, parse_unique
 
 # The spec's segments are [a-z][a-z0-9_]*; hyphens are accepted too, as the conformance
 # suite's own Level 1 cases use them (e.g. 'retry.test.attempt-counter').
@@ -59,6 +61,12 @@ class Submission:
     timeout_ms: int | None
     visibility_ms: int | None
     envelope: dict[str, Any]  # what the client sent, minus system fields, plus the id
+    unique: UniquePolicy | None = None
+
+    @functools.cached_property
+    def unique_key(self) -> str | None:
+        """The job's uniqueness key, when it is pushed with ``options.unique``."""
+        return None if self.unique is None else self.unique.key(self.type, self.args)
 
 
 def invalid(message: str, status: int = 400, *, field: str | None = None) -> OjsError:
@@ -221,5 +229,5 @@ def parse_submission(body: Any) -> Submission:
         policy=parse_policy(options.get("retry")),
         timeout_ms=_positive_ms(options, "timeout_ms", MAX_TIMEOUT_MS),
         visibility_ms=_positive_ms(options, "visibility_timeout_ms", MAX_VISIBILITY_MS),
-        envelope=envelope,
+        envelope=envelope, unique=parse_unique(options.get("unique")),
     )  # fmt: skip

@@ -40,7 +40,8 @@ _TYPES = {
 _HINTS = {
     "not_found": "Check the id; jobs removed by retention or purged are gone for good.",
     "conflict": "The job is not in a state that allows this operation; GET it to see why.",
-    "duplicate": "A job with this id exists already; omit the id to get a new one.",
+    "duplicate": "A job with this id, or this unique key, exists already (the details say "
+    "which); omit the id to get a new one.",
 }
 
 

@@ -35,10 +35,56 @@ def engine_priority(ojs_priority: int) -> int:
     return 101 - ojs_priority
 
 
-async def enqueue(backend: Backend, sub: Submission) -> dict[str, Any]:
-    """PUSH: add one job; 409 ``duplicate`` when its id is taken."""
-    (view,) = await enqueue_all(backend, [sub])
-    return view
+async def enqueue(backend: Backend, sub: Submission) -> tuple[dict[str, Any], bool]:
+    """PUSH: add one job, and say whether it was added. A 409 ``duplicate`` when its id is
+    taken, or its unique key held (``on_conflict`` ``reject``, or ``replace`` of a holder that
+    is not replaceable); with ``use_existing`` the holder's view instead, not added."""
+    replaced = None
+    if sub.unique is not None:
+        holder = await _holder(backend, sub)
+        if holder is not None and sub.unique.on_conflict != "replace":
+            return await _conflict(backend, sub, holder), False
+        if holder is not None:  # the engine replaces it if it never ran and is delayed
+            replaced = await backend.load_in(sub.queue, holder)
+            if replaced.state not in ("scheduled", "pending"):
+                replaced = None
+    try:
+        (view,) = await enqueue_all(backend, [sub])
+    except OjsError as exc:  # taken since the look above: the engine's check is the one that
+        taken_by = (exc.details or {}).get("existing_job_id")  # holds
+        if sub.unique is None or exc.code != "duplicate" or taken_by in (None, sub.id):
+            raise
+        return await _conflict(backend, sub, str(taken_by)), False
+    if replaced is not None and await backend.queue(sub.queue).get_job(replaced.id) is None:
+        await backend.finish_record(replaced, "cancelled", cancelled_at=backend.now())
+        await backend.emit("job.cancelled", replaced, replaced_by=sub.id)
+    return view, True
+
+
+async def _holder(backend: Backend, sub: Submission) -> str | None:
+    """The id of the job that holds ``sub``'s unique key in its queue, if any."""
+    key = sub.unique_key
+    assert key is not None
+    return await backend.queue(sub.queue).get_deduplication_job_id(key)
+
+
+async def _conflict(backend: Backend, sub: Submission, holder: str) -> dict[str, Any]:
+    """The holder's view (``use_existing``), else the 409 ``duplicate`` naming it."""
+    loaded = await backend.load_in(sub.queue, holder)
+    assert sub.unique is not None
+    if sub.unique.on_conflict == "use_existing":
+        return loaded.view()
+    raise _held(sub, holder, loaded.state, None)
+
+
+def _held(sub: Submission, holder: str, state: str | None, index: int | None) -> OjsError:
+    """409 ``duplicate``: ``sub``'s unique key is held by job ``holder``."""
+    details = {"existing_job_id": holder, "unique_key": sub.unique_key}
+    if state is not None:
+        details["existing_state"] = state
+    error = OjsError(409, "duplicate", f"job {holder!r} holds the unique key of this job "
+                     f"({sub.unique_key}) in queue {sub.queue!r}", details=details)  # fmt: skip
+    return error if index is None else at_index(error, index)
 
 
 def parse_batch(body: Any) -> list[Submission]:
@@ -110,18 +156,15 @@ async def enqueue_all(
         for index in sorted(set(range(len(subs))).difference(taken)):
             await records.forget(subs[index].queue, subs[index].id)
         raise _duplicate(subs[taken[0]], taken[0] if batch else None)
-    try:
-        added = await _add(backend, subs, now)
-    except BaseException:
-        await _take_back(backend, subs)
-        raise
+    added = await _add_or_take_back(backend, subs, now, batch=batch, unique=not existing_ok)
     # Each job as it was written (the engine's job as add_bulk answers it, the record as
     # written): its state at enqueue, even if a worker has claimed it since.
     loaded = [
         Loaded(sub.queue, sub.id, job, "delayed" if job.opts.delay else "waiting", stored(f))
         for sub, job, f in zip(subs, added, fields, strict=True)
     ]
-    await backend.emit_all("job.enqueued", loaded)
+    unique = [{} if s.unique_key is None else {"unique_key": s.unique_key} for s in subs]
+    await backend.emit_all("job.enqueued", loaded, each=unique)
     for sub, one in zip(subs, loaded, strict=True):
         if one.state == "scheduled" and sub.delay_until_ms is not None:
             await backend.emit("job.scheduled", one, scheduled_at=iso(sub.delay_until_ms))
@@ -158,6 +201,51 @@ async def _check_free(backend: Backend, subs: list[Submission], batch: bool) -> 
     taken = await _taken(backend, subs)
     if taken:
         raise _duplicate(subs[taken[0]], taken[0] if batch else None)
+    if batch:
+        await _check_unique(backend, subs)
+
+
+async def _add_or_take_back(
+    backend: Backend, subs: list[Submission], now: int, *, batch: bool, unique: bool
+) -> list[Job]:
+    """:func:`_add`, all or none: when an add fails, or the engine finds a job's unique key
+    held (the add answered the holder, and added nothing for it), the jobs added are taken
+    back, and the error raised (409 ``duplicate`` naming the holder)."""
+    try:
+        added = await _add(backend, subs, now, batch=batch, unique=unique)
+    except BaseException:
+        await _take_back(backend, subs)
+        raise
+    for index, (sub, job) in enumerate(zip(subs, added, strict=True)):
+        if job.id != sub.id:
+            await _take_back(backend, subs)
+            raise _held(sub, job.id, None, index if batch else None)
+    return added
+
+
+async def _check_unique(backend: Backend, subs: list[Submission]) -> None:
+    """409 ``duplicate`` for the first job of a batch whose unique key is held, by a job of its
+    queue or by a job before it in the batch, whatever its ``on_conflict``: a batch is added
+    whole or not at all. One round trip; the engine checks again as it adds."""
+    unique = [(index, sub) for index, sub in enumerate(subs) if sub.unique_key is not None]
+    seen: dict[tuple[str, str | None], int] = {}
+    for index, sub in unique:
+        first = seen.setdefault((sub.queue, sub.unique_key), index)
+        if first != index:
+            raise at_index(OjsError(409, "duplicate", f"its unique key ({sub.unique_key}) is "
+                                    f"that of jobs[{first}] in queue {sub.queue!r} too",
+                                    details={"unique_key": sub.unique_key,
+                                             "conflicting_index": first}), index)  # fmt: skip
+    if not unique:
+        return
+    async with backend.client.pipeline(transaction=False) as pipe:
+        for _, sub in unique:
+            pipe.get(backend.keys(sub.queue).dedup(str(sub.unique_key)))
+        holders = await pipe.execute()
+    for (index, sub), holder in zip(unique, holders, strict=True):
+        if holder is not None:
+            holder_id = holder.decode() if isinstance(holder, bytes) else str(holder)
+            raise _held(sub, holder_id, None, index)
 
 
 async def _taken(backend: Backend, subs: list[Submission]) -> list[int]:
@@ -170,9 +258,12 @@ async def _taken(backend: Backend, subs: list[Submission]) -> list[int]:
     return [index for index in range(len(subs)) if found[2 * index] or found[2 * index + 1]]
 
 
-async def _add(backend: Backend, subs: list[Submission], now: int) -> list[Job]:
+async def _add(
+    backend: Backend, subs: list[Submission], now: int, *, batch: bool = False,
+    unique: bool = True,
+) -> list[Job]:  # fmt: skip
     """Add the jobs to their queues with ``Queue.add_bulk``, one call per queue; the jobs as
-    written, in the order of ``subs``."""
+    written, in the order of ``subs`` (where a unique key was held, the holder)."""
     by_queue: dict[str, list[int]] = {}
     specs: list[dict[str, Any]] = []
     for index, sub in enumerate(subs):
@@ -192,6 +283,8 @@ async def _add(backend: Backend, subs: list[Submission], now: int) -> list[Job]:
             "delay": delay, "priority": engine_priority(sub.priority), "timeout": sub.timeout_ms,
             "expires_at": expires_at,
         })  # fmt: skip
+        if sub.unique is not None and unique:
+            specs[-1]["deduplication"] = sub.unique.deduplication(sub.type, sub.args, batch=batch)
         by_queue.setdefault(sub.queue, []).append(index)
     added: dict[int, Job] = {}
     for name, indexes in by_queue.items():

@@ -133,12 +133,17 @@ async def manifest() -> Response:
         "conformance_level": 3,
         "protocols": ["http"],
         "backend": "redis",
+        # The unique key is checked and taken in the script that adds the job, on the queue's
+        # hash slot: no two pushes of one key both add a job (lazarus.ojs.unique).
+        "unique_job_strength": "strong",
         "extensions": {"official": ["dead-letter", "admin-api"], "experimental": []},
         "capabilities": {"dead_letter": True, "retry": True, "heartbeat": True,
                          "visibility_timeout": True, "events": True, "batch_enqueue": True,
                          "pause_resume": True, "cron_jobs": True, "scheduled_jobs": True,
                          "job_expiration": True, "pending_jobs": True,
-                         "workflows": True, "schema_validation": True},
+                         "workflows": True, "schema_validation": True,
+                         "priority_queues": True, "unique_jobs": True,
+                         "rate_limiting": False},
     })  # fmt: skip
 
 
@@ -156,9 +161,12 @@ async def health(backend: OjsBackend) -> Response:
 
 @router.post("/v1/jobs", dependencies=_AUTH, status_code=201)
 async def enqueue(request: Request, backend: OjsBackend) -> Response:
-    """PUSH one job."""
+    """PUSH one job: 201, or 200 with the job that holds its unique key (``use_existing``)."""
     submission = parse_submission(await json_body(request))
-    return ojs_json({"job": await jobs.enqueue(backend, submission)}, 201)
+    view, added = await jobs.enqueue(backend, submission)
+    response = ojs_json({"job": view}, 201 if added else 200)
+    response.headers["Location"] = f"/ojs/v1/jobs/{view['id']}"
+    return response
 
 
 @router.post("/v1/jobs/batch", dependencies=_AUTH, status_code=201)

@@ -103,9 +103,13 @@ def _job(item: Any, path: str, *, default_args: bool = False) -> Submission:
     if default_args and "args" not in item:
         item = {**item, "args": []}
     try:
-        return parse_submission(item)
+        sub = parse_submission(item)
     except OjsError as exc:
         raise at_path(exc, path) from None
+    if sub.unique is not None:  # a step refused as a duplicate would halt the workflow
+        raise invalid(f"{path}.options.unique: a workflow's jobs are not unique jobs",
+                      field=f"{path}.options.unique")  # fmt: skip
+    return sub
 
 
 def _callbacks(value: Any, kind: str) -> dict[str, Submission]:
