@@ -363,4 +363,9 @@ async def test_the_manifest_declares_the_admin_api_at_the_same_level(
     manifest = (await client.get("/ojs/manifest")).json()
 
     assert "admin-api" in manifest["extensions"]["official"]
-    assert manifest["conformance_level"] == 3
+    assert manifest["conformance_level"] == 4
+    # Level 4 asks for the strength of the uniqueness guarantee (L4-UNIQ-003)
+    assert manifest["unique_job_strength"] == "strong"
+    capabilities = manifest["capabilities"]
+    assert capabilities["priority_queues"] and capabilities["unique_jobs"]
+    assert capabilities["rate_limiting"] is False

@@ -309,3 +309,20 @@ async def test_a_bad_page_of_the_list_of_queues_is_refused_naming_its_field(
     error = response.json()["error"]
     assert error["code"] == "invalid_request" and error["details"] == {"field": field}
     assert field in error["message"]
+
+
+async def test_a_fetch_honours_the_queues_global_concurrency(
+    client: httpx.AsyncClient, mail: Queue
+) -> None:
+    # Given a queue that runs at most one job at a time, holding two
+    await mail.set_global_concurrency(1)
+    first, second = await enqueue(client), await enqueue(client)
+
+    # When a worker fetches as many as it may
+    fetched = await fetch(client)
+
+    # Then it gets one; the other once the first has ended
+    assert fetched == [first]
+    acked = await client.post("/ojs/v1/workers/ack", json={"job_id": first, "result": None})
+    assert acked.status_code == 200, acked.text
+    assert await fetch(client) == [second]

@@ -1,6 +1,6 @@
-"""Open Job Spec (OJS) over lazarus: the HTTP binding at conformance Level 3 (core, reliable,
-scheduled and cron jobs, workflows) with the dead letter and admin API extensions, as its own
-layer over the engine.
+"""Open Job Spec (OJS) over lazarus: the HTTP binding at conformance Level 4 (core, reliable,
+scheduled and cron jobs, workflows; priorities, unique jobs, batches, pause and statistics)
+with the dead letter and admin API extensions, as its own layer over the engine.
 
 :func:`mount` adds the binding to a lazarus app at ``/ojs``; the app's lifespan runs the
 server's upkeep (:class:`~lazarus.ojs.sweeper.Sweeper`) while it serves.

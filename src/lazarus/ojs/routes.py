@@ -130,7 +130,7 @@ async def manifest() -> Response:
         "specversion": "1.0",
         "implementation": {"name": "lazarus", "version": __version__, "language": "python",
                            "homepage": "https://github.com/lazarus-queue/lazarus"},
-        "conformance_level": 3,
+        "conformance_level": 4,
         "protocols": ["http"],
         "backend": "redis",
         # The unique key is checked and taken in the script that adds the job, on the queue's
