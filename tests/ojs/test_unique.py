@@ -217,7 +217,7 @@ async def test_replace_of_a_holder_that_may_run_is_refused(
 
 
 async def test_concurrent_pushes_of_one_key_add_one_job(
-    client: httpx.AsyncClient, mail: Queue
+    client: httpx.AsyncClient, raw: Any, prefix: str, mail: Queue
 ) -> None:
     # When twenty pushes of one unique job race
     responses = await asyncio.gather(*(client.post(JOBS, json=job(["ada"])) for _ in range(20)))
@@ -229,7 +229,9 @@ async def test_concurrent_pushes_of_one_key_add_one_job(
     holders = {r.json()["error"]["details"]["existing_job_id"] for r in responses
                if r.status_code == 409}  # fmt: skip
     assert holders == {added}
+    # and lazarus holds that one job, OJS knows no other (a refused push leaves no record)
     assert (await mail.get_job_counts())["prioritized"] == 1
+    assert await raw.hkeys(f"{prefix}:ojs:index") == [added]
 
 
 async def test_the_enqueued_event_carries_the_unique_key(client: httpx.AsyncClient) -> None:
