@@ -26,7 +26,7 @@ from .backend import Backend
 from .dead_letters import DeadLetters
 from .envelope import invalid, parse_time, queue_name
 from .errors import OjsError
-from .jobs import cancel_loaded
+from .job_actions import cancel_loaded
 from .queue_routes import queue_names
 from .workflow_ends import job_resuming
 from .workflows import job_ended

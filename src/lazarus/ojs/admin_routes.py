@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ..http._deps import require_token
-from . import admin, admin_bulk, admin_jobs, jobs
+from . import admin, admin_bulk, admin_jobs, job_actions
 from .dead_letter_routes import Dead
 from .envelope import invalid, parse_time, queue_name
 from .errors import OjsError, ojs_json
@@ -154,7 +154,7 @@ async def admin_job(job_id: str, backend: OjsBackend, queue: str | None = None) 
 @router.post("/jobs/{job_id}/cancel", dependencies=_AUTH)
 async def admin_cancel(job_id: str, backend: OjsBackend) -> Response:
     """Cancel a job, as ``DELETE /ojs/v1/jobs/{id}`` does."""
-    return ojs_json({"job": await jobs.cancel(backend, _job_id(job_id, "id"))})
+    return ojs_json({"job": await job_actions.cancel(backend, _job_id(job_id, "id"))})
 
 
 @router.post("/jobs/{job_id}/retry", dependencies=_AUTH)

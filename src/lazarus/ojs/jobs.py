@@ -9,15 +9,13 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import _scripts
-from ..errors import JobNotFoundError, JobStateError
 from ..job import Job
 from ..job_options import MAX_DURATION_MS
-from .backend import MEMO_LOCK_MS, Backend, Loaded
+from .backend import Backend, Loaded
 from .envelope import Submission, invalid, parse_submission
 from .errors import OjsError
 from .records import stored
-from .states import TERMINAL, iso
+from .states import iso
 
 MAX_BATCH = 1000
 """The most jobs one batch PUSH takes (the spec asks for at least 1,000): the batch is checked
@@ -305,72 +303,3 @@ async def _take_back(backend: Backend, subs: list[Submission]) -> None:
         with contextlib.suppress(Exception):
             if await queue.get_job(sub.id) is None:
                 await backend.records.forget(sub.queue, sub.id)
-
-
-async def activate(backend: Backend, job_id: str) -> dict[str, Any]:
-    """ACTIVATE a pending job: it is available now (or scheduled, when it was pushed with a
-    ``scheduled_at`` still to come); 409 ``conflict`` for a job that is not pending."""
-    loaded = await backend.load(job_id)
-    if loaded.state != "pending":
-        raise OjsError(409, "conflict", f"job {job_id!r} is {loaded.state}; only a pending job "
-                       "can be activated", details={"job_id": job_id,
-                                                    "current_state": loaded.state})  # fmt: skip
-    now = backend.now()
-    queue = backend.queue(loaded.queue)
-    due = int(loaded.record.get("due") or 0)
-    try:
-        if due > now:
-            await queue.change_job_delay(job_id, due - now)
-        else:
-            await queue.promote_job(job_id)
-    except (JobStateError, JobNotFoundError):  # activated, cancelled or removed meanwhile
-        raise OjsError(409, "conflict", f"job {job_id!r} changed state; try again") from None
-    await backend.records.update(loaded.queue, job_id, {"pending": None, "activated_at": now})
-    view = (await backend.load_in(loaded.queue, job_id)).view()
-    return {**view, "activated_at": iso(now), "previous_state": "pending"}
-
-
-async def cancel(backend: Backend, job_id: str) -> dict[str, Any]:
-    """Cancel a job that has not ended; 409 ``conflict`` for one that has."""
-    return await cancel_loaded(backend, await backend.load(job_id))
-
-
-async def cancel_loaded(backend: Backend, loaded: Loaded) -> dict[str, Any]:
-    """Cancel ``loaded``, which OJS indexes, as :func:`cancel` does; its view after."""
-    job_id = loaded.id
-    if loaded.state in TERMINAL:
-        raise OjsError(409, "conflict", f"job {job_id!r} is {loaded.state} and cannot be cancelled")
-    now = backend.now()
-    if loaded.engine_state == "active":
-        await _cancel_active(backend, loaded, now)
-    else:
-        try:
-            await backend.queue(loaded.queue).remove(job_id)
-        except JobStateError:  # claimed meanwhile
-            raise OjsError(409, "conflict", f"job {job_id!r} changed state; try again") from None
-    await backend.finish_record(loaded, "cancelled", cancelled_at=now)
-    await backend.emit("job.cancelled", loaded)
-    return (await backend.load_in(loaded.queue, job_id)).view()
-
-
-async def _cancel_active(backend: Backend, loaded: Loaded, now: int) -> None:
-    """End an active job's attempt and remove it, under the lock token it runs with: its
-    worker (remote or in-process) then finds its lock gone and drops its outcome."""
-    keys = backend.keys(loaded.queue)
-    token = await backend.client.hget(keys.job(loaded.id), "lockToken")
-    token_text = token.decode() if isinstance(token, bytes) else str(token or "")
-    base = backend.new_token_base()
-    attempt = json.dumps({
-        "attempt": loaded.job.attempts_started if loaded.job else 0, "startedAt": now,
-        "finishedAt": now, "worker": base, "outcome": "failed", "error": "cancelled",
-        "errorType": "cancelled",
-    })  # fmt: skip
-    memo = backend.memo(loaded.queue, base, loaded.id)
-    reply = await _scripts.load("fail_job")(
-        backend.client,
-        [*keys.group, keys.job(loaded.id), keys.failed, memo],
-        [loaded.id, token_text, now, "cancelled", "cancelled", STACK, attempt, -1, -1, 1,
-         backend.max_events, 0, base, MEMO_LOCK_MS],
-    )  # fmt: skip
-    if int(reply[0]) != 0:
-        raise OjsError(409, "conflict", f"job {loaded.id!r} changed state; try again")

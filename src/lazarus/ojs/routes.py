@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from .. import __version__
 from ..http._deps import require_token
-from . import jobs, nack, workers
+from . import job_actions, jobs, nack, workers
 from .backend import Backend
 from .envelope import (
     DEFAULT_VISIBILITY_MS,
@@ -186,13 +186,13 @@ async def info(job_id: str, backend: OjsBackend) -> Response:
 @router.post("/v1/jobs/{job_id}/activate", dependencies=_AUTH)
 async def activate(job_id: str, backend: OjsBackend) -> Response:
     """ACTIVATE a pending job."""
-    return ojs_json({"job": await jobs.activate(backend, _job_id(job_id, "id"))})
+    return ojs_json({"job": await job_actions.activate(backend, _job_id(job_id, "id"))})
 
 
 @router.delete("/v1/jobs/{job_id}", dependencies=_AUTH)
 async def cancel(job_id: str, backend: OjsBackend) -> Response:
     """CANCEL a job that has not ended."""
-    return ojs_json({"job": await jobs.cancel(backend, _job_id(job_id, "id"))})
+    return ojs_json({"job": await job_actions.cancel(backend, _job_id(job_id, "id"))})
 
 
 def _queues(body: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from redis.exceptions import WatchError
 from .._codec import text as _text
 from .backend import Backend
 from .errors import OjsError
-from .jobs import cancel
+from .job_actions import cancel
 from .records import RECORD_KEEP_MS
 from .states import TERMINAL
 from .workflow_records import FAILED, Keys, Workflow, emit, load, states_of

@@ -25,7 +25,8 @@ from .._codec import text as _text
 from .backend import Backend, Loaded
 from .envelope import new_id, parse_submission
 from .errors import OjsError
-from .jobs import cancel, enqueue_all
+from .job_actions import cancel
+from .jobs import enqueue_all
 from .states import TERMINAL
 from .workflow_defs import WorkflowDef, check_schemas
 from .workflow_ends import close, complete_workflow, keep_open
