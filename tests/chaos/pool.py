@@ -107,6 +107,8 @@ class RunLog:
     events: dict[str, Counter[str]]  # job id -> {"C": n, "D": n, ...}
     errors: Counter[str]  # error type -> count, from "E" lines
     deaths: list[str]  # "X" lines: workers whose run() raised
+    # "L" lines: (pid, job id) of a run whose lease lapsed
+    lost: set[tuple[int, str]] = dataclasses.field(default_factory=set)
 
     @classmethod
     def read(cls, log_dir: Path) -> RunLog:
@@ -114,6 +116,7 @@ class RunLog:
         events: dict[str, Counter[str]] = defaultdict(Counter)
         errors: Counter[str] = Counter()
         deaths: list[str] = []
+        lost: set[tuple[int, str]] = set()
         for path in sorted(log_dir.glob("runs-*.log")):
             pid = int(path.stem.split("-")[1])
             for line in path.read_text().splitlines():
@@ -127,7 +130,9 @@ class RunLog:
                     deaths.append(f"{pid}: {rest}")
                 elif fields:
                     events[fields[0]][kind] += 1
-        return cls(dict(runs), dict(events), errors, deaths)
+                    if kind == "L":
+                        lost.add((pid, fields[0]))
+        return cls(dict(runs), dict(events), errors, deaths, lost)
 
     def count(self, job_id: str) -> int:
         return len(self.runs.get(job_id, ()))

@@ -63,19 +63,34 @@ async def test_a_schedule_that_skips_overlaps_rides_a_sigkill_storm(scenario: Sc
     starts = sorted((started, job_id, pid) for job_id, rs in runs.runs.items()
                     for pid, _, started in rs)  # fmt: skip
 
-    def cut(pid: int, started: float, before: float) -> bool:  # its worker killed by then
-        return any(p == pid and started < at < before for p, at in kills)
+    raw = scenario.raw(server)
+    stream = await raw.xrange(queue.keys.events)
+    events = [{_text(k): _text(v) for k, v in fields.items()} for _, fields in stream]
+    stalled: dict[str, list[float]] = {}  # job id -> when the stall sweep took it back
+    for (entry_id, _), event in zip(stream, events, strict=True):
+        if event.get("event") == "stalled":
+            at = int(_text(entry_id).partition("-")[0]) / 1000
+            stalled.setdefault(event["jobId"], []).append(at)
 
+    def cut(pid: int, job_id: str, started: float, before: float) -> bool:
+        # The run no longer held its occurrence by then: its worker was killed, or its lease
+        # lapsed (the stall sweep took the job back, or the worker found its lock gone), as
+        # when a worker starves past its lease: the guarantee holds while a lease does
+        return (
+            (pid, job_id) in runs.lost
+            or any(p == pid and started < at < before for p, at in kills)
+            or any(started < at < before for at in stalled.get(job_id, ()))
+        )
+
+    first = starts[0][0] if starts else 0.0
     overlaps = [
-        f"{a} and {b}"
+        f"{a} (pid {pid_a}, +{start_a - first:.3f} s) and {b} "
+        f"(pid {pid_b}, +{start_b - first:.3f} s)"
         for i, (start_a, a, pid_a) in enumerate(starts)
-        for start_b, b, _ in starts[i + 1 :]
-        if b != a and start_b < start_a + WORK - SLACK and not cut(pid_a, start_a, start_b)
+        for start_b, b, pid_b in starts[i + 1 :]
+        if b != a and start_b < start_a + WORK - SLACK and not cut(pid_a, a, start_a, start_b)
     ]
     findings.broken["occurrences run side by side"] = overlaps
-    raw = scenario.raw(server)
-    events = [{_text(k): _text(v) for k, v in fields.items()}
-              for _, fields in await raw.xrange(queue.keys.events)]  # fmt: skip
     skipped = {e["jobId"] for e in events if e["event"] == "skipped"}
     completed = {_text(c) for c in await raw.zrange(queue.keys.completed, 0, -1)}
     # An occurrence whose worker was killed in it more than max_stalled_count times is a dead
@@ -97,5 +112,9 @@ async def test_a_schedule_that_skips_overlaps_rides_a_sigkill_storm(scenario: Sc
     findings.notes.append(
         f"{schedule.count} occurrences added: {len(completed)} completed, {len(letters)} "
         f"dead letters (stalled), {len(skipped)} skipped; {len(starts)} runs; drained: {drained}"
+    )
+    findings.notes.append(
+        f"stalls swept: {sum(map(len, stalled.values()))}; runs that found their lock gone: "
+        f"{len(runs.lost)}"
     )
     await scenario.finish(findings)
