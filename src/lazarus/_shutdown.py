@@ -19,12 +19,17 @@ if TYPE_CHECKING:
     from .worker import Worker
 
 
-def stop_claiming(worker: Worker) -> None:
-    """Claim no more jobs, and end the claim loop's waits (a backoff, a full worker); a
-    blocking claim in flight is woken through Redis."""
+def _halt(worker: Worker) -> None:
+    """Claim no more jobs, and end the claim loop's waits (a backoff, a full worker)."""
     worker._closing = True
     worker._stopping.set()
     worker._slot_freed.set()
+
+
+def stop_claiming(worker: Worker) -> None:
+    """Claim no more jobs, and end the claim loop's waits (a backoff, a full worker); a
+    blocking claim in flight is woken through Redis."""
+    _halt(worker)
     if worker._blocking:
         worker._woke_itself = True
         task = asyncio.get_running_loop().create_task(wake(worker))
@@ -37,9 +42,7 @@ async def close(worker: Worker, timeout: float | None) -> None:
     if worker._closed:
         return
     worker._close_called = True
-    worker._closing = True
-    worker._stopping.set()
-    worker._slot_freed.set()
+    _halt(worker)
     woken = worker._blocking and await wake(worker)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (worker.shutdown_timeout if timeout is None else timeout)
