@@ -17,7 +17,7 @@ REDIS_PY_FLOOR := $(shell sed -n 's/.*"redis\[hiredis\]>=\([0-9.]*\).*/\1/p' pyp
 FLOOR_VENV ?= .venv-redis-py-floor
 FLOOR_TESTS := tests/test_queue.py tests/test_worker.py tests/scripts tests/test_dead_letters.py \
 	tests/test_events.py tests/cli tests/test_embedded.py tests/test_input_fuzz.py \
-	tests/test_obliterate.py
+	tests/test_obliterate.py tests/test_wire.py
 
 # The test files that make sense on Redis Cluster, run there by `make test-cluster` (the
 # fixtures point redis_url and raw at a local cluster of three masters and three replicas).

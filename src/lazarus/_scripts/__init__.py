@@ -68,19 +68,15 @@ the script may still be running. Per script:
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
-import math
 import re
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._connection import Client
@@ -88,17 +84,9 @@ from . import cluster
 from ._coalesce import IN_FLIGHT as IN_FLIGHT
 from ._coalesce import Coalescer, Packed, coalescer, resent
 from ._source import script_source
-
-if sys.version_info >= (3, 11):
-    from asyncio import timeout as async_timeout
-else:  # pragma: no cover - redis-py depends on async-timeout before 3.11.3
-    from async_timeout import timeout as async_timeout  # type: ignore[import-not-found]
-
-_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
-try:
-    from hiredis import pack_command as _hiredis_pack
-except ImportError:  # pragma: no cover - hiredis is a dependency; redis-py packs without it
-    _hiredis_pack = None
+from ._wire import hiredis_wire as _hiredis_wire
+from ._wire import pack as pack
+from ._wire import send_and_read as _send_and_read
 
 # Kept on the pool object itself, so that it goes with the pool (a weak dictionary keyed by
 # the pool would keep it alive: a redis-py connection refers back to its pool).
@@ -263,52 +251,6 @@ class _Final(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-async def _send_and_read(
-    conn: AbstractConnection, commands: Sequence[Sequence[Any]], timeout: float | None
-) -> list[Any]:
-    packed = [chunk for command in commands for chunk in pack(conn, command)]
-    limit = timeout if timeout is not None else conn.socket_timeout
-    # One deadline for the write and the replies. The connection's own socket_timeout would
-    # wrap the write in asyncio.wait_for, a task per call: it is lifted while this call holds
-    # the connection (no one else uses it meanwhile) and applied here instead.
-    saved, conn.socket_timeout = conn.socket_timeout, None
-    replies: list[Any] = []
-    try:
-        async with async_timeout(limit):
-            await conn.send_packed_command(packed)
-            for _ in commands:
-                try:
-                    replies.append(await conn.read_response(timeout=math.inf))
-                except ResponseError as error:  # the connection is fine; more replies follow
-                    replies.append(error)
-    except asyncio.TimeoutError:
-        await conn.disconnect(nowait=True)  # replies may still arrive: never reuse it
-        raise RedisTimeoutError(f"no reply within {limit:.1f} s") from None
-    finally:
-        conn.socket_timeout = saved
-    return replies
-
-
-def pack(conn: AbstractConnection, command: Sequence[Any]) -> list[bytes]:
-    """``command`` in the Redis protocol: by hiredis (in C) when it is installed and takes the
-    arguments, else by redis-py (whose errors name a bad argument)."""
-    wire = getattr(command, "wire", None) or _hiredis_wire(tuple(command))
-    if wire is not None:
-        return [wire]
-    packed: list[bytes] = conn.pack_command(*command)
-    return packed
-
-
-def _hiredis_wire(command: tuple[Any, ...]) -> bytes | None:
-    """``command`` packed by hiredis, or None (not installed, or an argument it does not take)."""
-    if _hiredis_pack is None:
-        return None
-    try:
-        return _hiredis_pack(command)
-    except TypeError:
-        return None
 
 
 def _parse(pattern: re.Pattern[str], header: str) -> list[tuple[int, str]]:
