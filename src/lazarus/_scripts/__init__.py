@@ -74,7 +74,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -180,26 +182,52 @@ async def execute(
     ``timeout`` (seconds) bounds the wait for the replies, for commands that block; by default
     the connection's ``socket_timeout`` applies.
     """
-    if isinstance(client, RedisCluster):
+    # A plain Redis first: isinstance against RedisCluster (a typing Protocol among its bases)
+    # costs about a microsecond, every call.
+    if type(client) is not Redis and isinstance(client, RedisCluster):
         return await cluster.execute(
             client, commands, _send_and_read, timeout=timeout, repeatable=repeatable
         )
     pool = client.connection_pool
-    conn = vars(pool).pop(_SPARE, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
+    kept = vars(pool)
+    conn = kept.pop(_SPARE, None) or await pool.get_connection()  # type: ignore[no-untyped-call]
+    try:
+        try:
+            replies = await _send_and_read(conn, commands, timeout)
+        except RedisConnectionError as error:
+            if not repeatable:
+                raise
+            replies = await _sent_again(conn, commands, timeout, error)
+    except BaseException:
+        await pool.release(conn)  # closed already by a failed read or write
+        raise
+    # Keep one connection per pool aside for the next call (most calls come one at a time):
+    # it stays checked out, so the pool's per-checkout bookkeeping is skipped. The pool still
+    # owns it and closes it with the others.
+    if _SPARE in kept:
+        await pool.release(conn)
+    else:
+        kept[_SPARE] = conn
+    return replies
 
-    sent_before = False
+
+async def _sent_again(
+    conn: AbstractConnection,
+    commands: Sequence[Sequence[Any]],
+    timeout: float | None,
+    dropped: RedisConnectionError,
+) -> list[Any]:
+    """The replies of ``commands`` whose first send ``dropped`` lost: sent again (each as
+    :func:`resent`) as the connection's retry policy says, that drop its first failure. A
+    timeout is not retried: the commands may still be running."""
+    failures = [dropped]
 
     async def attempt() -> list[Any]:
-        nonlocal sent_before
-        batch = [resent(command) for command in commands] if sent_before else commands
-        sent_before = True
+        if failures:
+            raise failures.pop()
         try:
-            return await _send_and_read(conn, batch, timeout)
-        except RedisConnectionError as error:
-            if repeatable:
-                raise
-            raise _Final(error) from None
-        except RedisTimeoutError as error:  # the commands may still be running
+            return await _send_and_read(conn, [resent(command) for command in commands], timeout)
+        except RedisTimeoutError as error:
             raise _Final(error) from None
 
     try:
@@ -207,18 +235,7 @@ async def execute(
             attempt, lambda _error: conn.disconnect()
         )
     except _Final as final:
-        await pool.release(conn)  # closed already by the failed read or write
         raise final.error from None
-    except BaseException:
-        await pool.release(conn)
-        raise
-    # Keep one connection per pool aside for the next call (most calls come one at a time):
-    # it stays checked out, so the pool's per-checkout bookkeeping is skipped. The pool still
-    # owns it and closes it with the others.
-    if _SPARE in vars(pool):
-        await pool.release(conn)
-    else:
-        setattr(pool, _SPARE, conn)
     return replies
 
 
