@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import NoScriptError
 
 from . import _scripts
-from ._burst import next_step, room
+from ._burst import PAST_MAX_JOBS, next_step, room
 from ._connection import now_ms
 from ._execution import ClaimedJob, parse_claimed
+from ._slot import SlotRunner
 from ._supervision import pause
 
 if TYPE_CHECKING:
@@ -67,7 +68,31 @@ async def main_loop(worker: Worker) -> None:
         if worker._claim_incident.failures:
             worker._claim_incident.succeeded()
         for job in claimed:  # started even when closing: they are claimed
-            worker._start(job)
+            start(worker, job)
+
+
+def start(worker: Worker, claimed: ClaimedJob, slots: SlotRunner | None = None) -> None:
+    """Run a claimed job in one of the worker's free slots (``slots``: a lane's), or hand it
+    back unrun when the worker's ``max_jobs`` were started meanwhile."""
+    runner = slots or worker._slots
+    slot = worker._free_slots.pop()
+    if worker._budget is None or worker._budget.take():
+        work = runner.work(claimed, slot)
+    else:  # max_jobs were started meanwhile (by slots claiming their next jobs)
+        work = _put_back(runner, claimed)
+    task = asyncio.create_task(work)
+    worker._tasks.add(task)
+    task.add_done_callback(lambda done: _task_done(worker, done, slot))
+
+
+async def _put_back(runner: SlotRunner, claimed: ClaimedJob) -> None:
+    await runner.hand_back(claimed, PAST_MAX_JOBS)
+
+
+def _task_done(worker: Worker, task: asyncio.Task[None], slot: str) -> None:
+    worker._tasks.discard(task)
+    worker._free_slots.append(slot)
+    worker._slot_freed.set()
 
 
 def _claim_args(worker: Worker, count: int) -> list[Any]:

@@ -25,6 +25,7 @@ from redis.asyncio.cluster import RedisCluster
 from . import _scripts
 from ._burst import next_step, room
 from ._checks import at_least
+from ._claiming import start
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, parse_claimed
 from ._keys import QueueKeys, validate_queue_name
@@ -168,7 +169,7 @@ async def claim_round(worker: Worker, free: int, weighted: bool) -> tuple[int, i
             break
         jobs, due = await claim(worker, lane, free - claimed)
         for job in jobs:  # started even when closing: they are claimed
-            worker._start(job, lane.slots)
+            start(worker, job, lane.slots)
         claimed += len(jobs)
         if due >= 0 and (next_due < 0 or due < next_due):
             next_due = due

@@ -1,15 +1,22 @@
 """The checks of :class:`~lazarus.Worker`'s options and event names: each raises naming the
-option, before the worker writes anything or connects."""
+option, before the worker writes anything or connects. And the execution context, which the
+worker's slots run jobs in, made of its checked options."""
 
 from __future__ import annotations
 
 import os
 import socket
 import uuid
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from ._keys import validate_name
+from ._execution import ExecutionContext, Processor
+from ._keys import QueueKeys, validate_name
+from ._processes import executor_for
 from .dead_letter import DeadLetterQueueOptions
+from .job_options import KeepPolicy
+
+if TYPE_CHECKING:
+    from .worker import Worker
 
 WorkerEvent = Literal[
     "active",
@@ -61,3 +68,26 @@ def worker_name(name: str | None) -> str:
     if name is not None:
         return validate_name(name, "name")
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def execution_context(
+    worker: Worker, processor: Processor, *, max_events: int, error_cap: int, stack_cap: int,
+    keep_completed: KeepPolicy, keep_failed: KeepPolicy,
+) -> ExecutionContext:  # fmt: skip
+    """The context the slots of ``worker`` (of its first queue) run jobs in."""
+    dlq = worker.dead_letter_queue
+    return ExecutionContext(
+        client=worker._client,
+        keys=worker.keys,
+        dlq_keys=QueueKeys(worker.keys.prefix, dlq.queue_name) if dlq else None,
+        token_base=worker.name,
+        lock_ms=worker.lock_duration,
+        max_events=max_events,
+        executor=executor_for(processor, worker.queue_name, worker.processes),
+        max_error_bytes=error_cap,
+        max_stack_bytes=stack_cap,
+        backoff_strategy=worker.backoff_strategy,
+        non_retryable=worker.non_retryable,
+        keep_completed=keep_completed,
+        keep_failed=keep_failed,
+    )  # fmt: skip

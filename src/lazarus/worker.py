@@ -24,39 +24,34 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from . import _scripts, _shutdown
+from . import _running, _scripts, _shutdown
 from ._backoff import BackoffStrategy
-from ._burst import PAST_MAX_JOBS, Budget
+from ._burst import Budget
 from ._checks import at_least, positive_or_none, seconds
-from ._claiming import main_loop
 from ._connection import CLIENT_TYPES, Client, address, connect
 from ._entry import NonRetryable, check_non_retryable
-from ._execution import ClaimedJob, ExecutionContext, Processor
+from ._execution import Processor
 from ._failure import DEFAULT_MAX_ERROR_BYTES, DEFAULT_MAX_STACK_BYTES, MIN_CAP_BYTES
 from ._keys import QueueKeys, validate_name
-from ._lanes import check_weights, keepers, make_lanes, queue_names
-from ._lanes import main_loop as lanes_main_loop
+from ._lanes import check_weights, make_lanes, queue_names
 from ._limiter import RateLimit
-from ._limiter import publish as publish_limit
 from ._listeners import Listeners
-from ._processes import check_processes, executor_for
-from ._slot import HAND_BACK_TIMEOUT, SlotRunner
-from ._supervision import Incident, register
+from ._processes import check_processes
+from ._slot import SlotRunner
+from ._supervision import Incident
 from ._worker_options import (
     MAX_CONCURRENCY,
     WorkerEvent,
     check_event,
     check_flag,
     dead_letter_options,
+    execution_context,
     worker_name,
 )
 from .dead_letter import DeadLetterQueueOptions
-from .dead_letter.pruner import Pruner
-from .errors import RedisUnavailableError
 from .job_options import MAX_DURATION_MS, KeepPolicy, Retention
 from .queue import DEFAULT_MAX_EVENTS
 from .schema import PayloadSchema, Schema, with_payload
-from .workers import Presence
 
 log = logging.getLogger("lazarus.worker")
 
@@ -166,8 +161,8 @@ class Worker:
         claim_ahead = check_flag(claim_ahead, "claim_ahead")
         self.burst = check_flag(burst, "burst")
         self.max_jobs = None if max_jobs is None else at_least(max_jobs, "max_jobs")
-        self._keep_completed = KeepPolicy.parse(remove_on_complete, "remove_on_complete")
-        self._keep_failed = KeepPolicy.parse(remove_on_fail, "remove_on_fail")
+        keep_completed = KeepPolicy.parse(remove_on_complete, "remove_on_complete")
+        keep_failed = KeepPolicy.parse(remove_on_fail, "remove_on_fail")
         self.block_timeout = seconds(block_timeout, "block_timeout")
         self.shutdown_timeout = seconds(shutdown_timeout, "shutdown_timeout", zero=True)
         self.job_timeout = (
@@ -186,7 +181,9 @@ class Worker:
             batches = _scripts.coalesced(self._client)
             batches.limit = -(-self.concurrency // _scripts.IN_FLIGHT)
             batches.alone_first = False
-        self._ctx = self._context(processor, max_events, error_cap, stack_cap)
+        self._ctx = execution_context(self, processor, max_events=max_events, error_cap=error_cap,
+                                      stack_cap=stack_cap, keep_completed=keep_completed,
+                                      keep_failed=keep_failed)  # fmt: skip
         self._held: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # Each running job has a slot of its own, whose reply memo its outcome calls use.
@@ -221,40 +218,7 @@ class Worker:
         self._clock_checked = float("-inf")
         self._background: set[asyncio.Task[Any]] = set()
         if autorun:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                loop = None
-            if loop is not None:
-                self._run_task = loop.create_task(self.run())
-
-    def _context(
-        self, processor: Processor, max_events: int, error_cap: int, stack_cap: int
-    ) -> ExecutionContext:
-        dlq = self.dead_letter_queue
-        return ExecutionContext(
-            client=self._client,
-            keys=self.keys,
-            dlq_keys=QueueKeys(self.keys.prefix, dlq.queue_name) if dlq else None,
-            token_base=self.name,
-            lock_ms=self.lock_duration,
-            max_events=max_events,
-            executor=executor_for(processor, self.queue_name, self.processes),
-            max_error_bytes=error_cap,
-            max_stack_bytes=stack_cap,
-            backoff_strategy=self.backoff_strategy,
-            non_retryable=self.non_retryable,
-            keep_completed=self._keep_completed,
-            keep_failed=self._keep_failed,
-        )  # fmt: skip
-
-    def _pruner(self) -> Pruner | None:
-        """Prunes the dead letter queue while no other process (a redriver) leads pruning."""
-        if self.dead_letter_queue is None or self.prune_interval is None:
-            return None
-        keys = QueueKeys(self.keys.prefix, self.dead_letter_queue.queue_name)
-        return Pruner(self._client, keys, self._ctx.max_events, holder=self.name,
-                      interval=self.prune_interval, on_error=self._report_error)  # fmt: skip
+            self._run_task = _running.autostart(self)
 
     # -- events ----------------------------------------------------------------------------
 
@@ -294,96 +258,12 @@ class Worker:
         Only settings Redis refuses (a wrong password, a database index it does not have, a
         server that does not speak its protocol) raise :class:`RedisUnavailableError`.
         """
-        current = asyncio.current_task()
-        if (
-            self._run_task is not None
-            and self._run_task is not current
-            and not self._run_task.done()
-        ):
-            await asyncio.shield(self._run_task)
-            return self.jobs_started
-        self._run_task = current
-        if not await self._start_up():
-            return self.jobs_started
-        await publish_limit(
-            self._client, [lane.keys for lane in self._lanes], self.limiter,
-            incident=self._start_incident, report=self._report_error, stopping=self._stopping,
-        )  # fmt: skip
-        lease_keepers = keepers(self)
-        lease_tasks = {asyncio.create_task(keeper.run()) for keeper in lease_keepers}
-        # Registered while it runs: the dashboard and API list it, and call its queue running.
-        presence = Presence(self._client, self.keys, self.name, self.concurrency,
-                            lambda: len(self._tasks))  # fmt: skip
-        presence_task = asyncio.create_task(presence.run())
-        pruner = self._pruner()
-        beside = {*lease_tasks, presence_task}
-        if pruner is not None:
-            beside.add(asyncio.create_task(pruner.run()))
-        try:
-            await (main_loop(self) if len(self._lanes) == 1 else lanes_main_loop(self))
-            # Leases are renewed until the jobs in flight are done (close() bounds the wait).
-            while self._tasks:
-                await asyncio.wait(set(self._tasks))
-            await self._slots.holds.close(HAND_BACK_TIMEOUT)  # jobs held ahead, going back
-        finally:
-            for keeper in lease_keepers:
-                keeper.stop()
-            presence.stop()
-            if pruner is not None:
-                pruner.stop()
-            _, pending = await asyncio.wait(beside, timeout=self.shutdown_timeout)
-            for task in pending:
-                task.cancel()
-            await presence.leave()
-        if not self._close_called:  # it ended on its own: the burst is over, or max_jobs
-            await self.close()
-        return self.jobs_started
-
-    async def _start_up(self) -> bool:
-        # The dead letter queue is registered too: the dead-letter script writes to it without
-        # going through Queue, and list_queues (the CLI, the API, the dashboard) must show it.
-        # So is it in the registry of dead letter queues, which DeadLetterView reads.
-        entries = {self.keys.registry: [*self.queue_names]}
-        if self.dead_letter_queue is not None:
-            entries[self.keys.registry].append(self.dead_letter_queue.queue_name)
-            entries[self.keys.dead_letter_registry] = [self.dead_letter_queue.queue_name]
-        self._starting = True
-        try:
-            return await register(
-                self._client, entries, incident=self._start_incident,
-                report=self._report_error, stopping=self._stopping,
-            )  # fmt: skip
-        except RedisUnavailableError as exc:  # the settings are wrong: no point in retrying
-            log.error("worker %s: %s", self.name, exc)
-            self._report_error(exc, None)
-            raise
-        finally:
-            self._starting = False
-
-    def _start(self, claimed: ClaimedJob, slots: SlotRunner | None = None) -> None:
-        runner = slots or self._slots
-        slot = self._free_slots.pop()
-        if self._budget is None or self._budget.take():
-            work = runner.work(claimed, slot)
-        else:  # max_jobs were started meanwhile (by slots claiming their next jobs)
-            work = self._put_back(runner, claimed)
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(lambda done: self._task_done(done, slot))
-
-    @staticmethod
-    async def _put_back(runner: SlotRunner, claimed: ClaimedJob) -> None:
-        await runner.hand_back(claimed, PAST_MAX_JOBS)
+        return await _running.run(self)
 
     def _stop_claiming(self) -> None:
         """``max_jobs`` were started: claim no more, and let :meth:`run` end (and close the
         worker) once the jobs in flight are done."""
         _shutdown.stop_claiming(self)
-
-    def _task_done(self, task: asyncio.Task[None], slot: str) -> None:
-        self._tasks.discard(task)
-        self._free_slots.append(slot)
-        self._slot_freed.set()
 
     def _mark_lost(self, job_id: str, token: str) -> None:
         # A job that finished while its lease was being renewed is not lost: it is done.
