@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue, Worker
 from lazarus._connection import now_ms
+from lazarus._repeat import occurrence_id
 from lazarus.workers import list_workers
 
 from .conftest import wait_until
@@ -112,6 +113,80 @@ async def test_a_burst_worker_runs_retries_without_backoff_and_leaves_retries_wi
     assert ran == 3
     assert await queue.get_job_state(at_once.id) == "completed"
     assert await queue.get_job_state(backed_off.id) == "delayed"
+
+
+async def test_a_burst_worker_waiting_for_delayed_jobs_runs_one_due_later(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    # Given a job due in 300 ms
+    later = await queue.add("later", None, delay=300)
+
+    # When a burst worker that waits for delayed jobs runs
+    worker = make_worker(lambda job: job.name, burst=True, burst_waits_for_delayed=True,
+                         autorun=False, block_timeout=30)  # fmt: skip
+
+    # Then it waited for the job to fall due (block_timeout=30: on the due time, not a poll)
+    # and ran it before it ended
+    assert await run_to_end(worker) == 1
+    assert await queue.get_job_state(later.id) == "completed"
+
+
+async def test_a_burst_worker_not_waiting_for_delayed_jobs_leaves_one_due_later(
+    queue: Queue, make_worker: MakeWorker
+) -> None:
+    # Given a job due in 3 s (well after the worker's start-up, however slow the machine)
+    later = await queue.add("later", None, delay=3_000)
+
+    # When a burst worker without burst_waits_for_delayed runs
+    worker = make_worker(lambda job: job.name, burst=True, autorun=False)
+
+    # Then it ends without it
+    assert await run_to_end(worker) == 0
+    assert await queue.get_job_state(later.id) == "delayed"
+
+
+async def test_a_burst_worker_waiting_for_delayed_jobs_runs_retries_to_the_last_attempt(
+    queue: Queue, make_worker: MakeWorker, dlq: Queue
+) -> None:
+    # Given a job that always fails, with three attempts 200 ms apart
+    job = await queue.add("flaky", None, attempts=3, backoff={"type": "fixed", "delay": 200})
+
+    def fail(job: Job) -> None:
+        raise RuntimeError(f"attempt {job.attempts_made + 1} fails")
+
+    # When a burst worker that waits for delayed jobs runs
+    worker = make_worker(fail, burst=True, burst_waits_for_delayed=True, autorun=False,
+                         dead_letter_queue=dlq.name)  # fmt: skip
+
+    # Then it ran every attempt, and the job was dead-lettered before the worker ended
+    assert await run_to_end(worker) == 3
+    assert await queue.get_job(job.id) is None
+    assert await counts(queue) == {}
+    (dead,) = (await dlq.search_dead_letters()).jobs
+    assert dead.dead_letter is not None
+    assert (dead.dead_letter.original_job_id, dead.dead_letter.attempts_made) == (job.id, 3)
+
+
+@pytest.mark.parametrize("job_ids", ["repeat", "uuid7"])
+async def test_a_burst_worker_waiting_for_delayed_jobs_does_not_wait_for_a_schedule(
+    queue: Queue, make_worker: MakeWorker, job_ids: str
+) -> None:
+    # Given a schedule every minute (its next occurrence delayed) and a job due in 300 ms
+    await queue.add("tick", None, repeat={"every": 60_000, "job_ids": job_ids})
+    later = await queue.add("later", None, delay=300)
+
+    # When a burst worker that waits for delayed jobs runs
+    worker = make_worker(lambda job: job.name, burst=True, burst_waits_for_delayed=True,
+                         autorun=False)  # fmt: skip
+    ran = await run_to_end(worker)
+
+    # Then it ran the delayed job and ended without waiting for the schedule's occurrence
+    # (which may have fallen due meanwhile, on the minute, and run: its next is pending)
+    assert ran >= 1
+    assert await queue.get_job_state(later.id) == "completed"
+    (schedule,) = await queue.get_repeatable_jobs()
+    pending = occurrence_id(schedule.key, schedule.next, job_ids)
+    assert await queue.get_job_state(pending) == "delayed"
 
 
 async def test_a_burst_worker_on_a_paused_queue_ends_and_leaves_its_jobs(
@@ -296,23 +371,41 @@ async def test_a_worker_without_burst_or_max_jobs_counts_nothing(
         ({"max_jobs": 0}, ValueError, "max_jobs must be an int >= 1"),
         ({"max_jobs": True}, ValueError, "max_jobs must be an int >= 1"),
         ({"max_jobs": 2.5}, ValueError, "max_jobs must be an int >= 1"),
+        ({"burst_waits_for_delayed": True}, ValueError, "burst_waits_for_delayed applies to"),
+        (
+            {"burst_waits_for_delayed": True, "max_jobs": 3},
+            ValueError,
+            "burst_waits_for_delayed applies to",
+        ),
+        (
+            {"burst": True, "burst_waits_for_delayed": 1},
+            TypeError,
+            "burst_waits_for_delayed must be a bool",
+        ),
     ],
 )
-def test_burst_and_max_jobs_are_checked(options: dict[str, Any], error: type, text: str) -> None:
-    with pytest.raises(error, match=text):
-        Worker("jobs", lambda job: None, autorun=False, **options)
-
-
-async def test_lazarus_worker_burst_exits_0_once_the_queue_is_drained(
-    queue: Queue, redis_url: str, prefix: str
+async def test_burst_and_max_jobs_are_checked(
+    options: dict[str, Any], error: type, text: str
 ) -> None:
-    # Given three waiting jobs
+    # In a running event loop, with autorun: refused before the worker connects or starts
+    with pytest.raises(error, match=text):
+        Worker("jobs", lambda job: None, connection="redis://127.0.0.1:1/0", **options)
+
+
+@pytest.mark.parametrize(("flags", "delayed"), [((), 0), (("--wait-delayed",), 1)])
+async def test_lazarus_worker_burst_exits_0_once_the_queue_is_drained(
+    queue: Queue, redis_url: str, prefix: str, flags: tuple[str, ...], delayed: int
+) -> None:
+    # Given three waiting jobs (and, for --wait-delayed, one due in 2 s: still delayed when
+    # the process has started)
     await queue.add_bulk([{"name": "n", "data": i} for i in range(3)])
+    for _ in range(delayed):
+        await queue.add("later", None, delay=2_000)
 
     # When `lazarus worker --burst` runs in a process of its own
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "lazarus.cli", "worker", "tests.procs:echo", "--queue", "jobs",
-        "--prefix", prefix, "--burst", "--concurrency", "2",
+        "--prefix", prefix, "--burst", *flags, "--concurrency", "2",
         env={**os.environ, "LAZARUS_REDIS_URL": redis_url},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -325,8 +418,8 @@ async def test_lazarus_worker_burst_exits_0_once_the_queue_is_drained(
 
     # Then it exits 0, says how many jobs it ran, and every job completed
     assert process.returncode == 0, stderr.decode()
-    assert "burst over: 3 jobs started" in stdout.decode()
-    assert await counts(queue) == {"completed": 3}
+    assert f"burst over: {3 + delayed} jobs started" in stdout.decode()
+    assert await counts(queue) == {"completed": 3 + delayed}
 
 
 def test_lazarus_worker_refuses_a_max_jobs_below_1() -> None:
@@ -340,3 +433,16 @@ def test_lazarus_worker_refuses_a_max_jobs_below_1() -> None:
 
     assert result.exit_code == 2
     assert "--max-jobs" in result.output
+
+
+def test_lazarus_worker_refuses_wait_delayed_without_burst() -> None:
+    from click.testing import CliRunner
+
+    from lazarus.cli.main import main
+
+    result = CliRunner().invoke(
+        main, ["worker", "tests.procs:echo", "--queue", "q", "--wait-delayed"]
+    )
+
+    assert result.exit_code == 2
+    assert "--wait-delayed" in result.output

@@ -121,6 +121,18 @@ def _one_of(value: Any, field: str, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
+def occurrence_id(key: str, due: int, job_ids: str = "repeat") -> str:
+    """The job id of the occurrence of schedule ``key`` due at ``due`` (ms), as
+    ``includes/repeat.lua`` names it: ``repeat:<key>:<due>``, or with ``job_ids`` ``"uuid7"``
+    a UUIDv7 whose time is ``due`` and whose other bits are those of the SHA-1 of
+    ``<key>:<due>``."""
+    if job_ids != "uuid7":
+        return f"repeat:{key}:{due}"
+    ms, h = f"{due:012x}", hashlib.sha1(f"{key}:{due}".encode()).hexdigest()
+    variant = "89ab"[int(h[18], 16) % 4]  # the variant bits: 10
+    return f"{ms[:8]}-{ms[8:12]}-7{h[:3]}-{variant}{h[3:6]}-{h[6:18]}"
+
+
 def occurrence_due(job_id: str) -> int:
     """When the occurrence ``job_id`` was due (ms): the end of ``repeat:<key>:<due>``, or the
     time of a UUIDv7."""

@@ -49,6 +49,13 @@ def check_flag(value: object, field: str) -> bool:
     return value
 
 
+def waits_for_delayed(value: object, burst: bool) -> bool:
+    """``burst_waits_for_delayed``, which only a burst worker takes."""
+    if check_flag(value, "burst_waits_for_delayed") and not burst:
+        raise ValueError("burst_waits_for_delayed applies to a burst worker only (burst=True)")
+    return bool(value)
+
+
 def dead_letter_options(
     value: str | DeadLetterQueueOptions | None, queue_name: str
 ) -> DeadLetterQueueOptions | None:

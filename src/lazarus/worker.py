@@ -46,6 +46,7 @@ from ._worker_options import (
     check_flag,
     dead_letter_options,
     execution_context,
+    waits_for_delayed,
     worker_name,
 )
 from .dead_letter import DeadLetterQueueOptions
@@ -97,8 +98,10 @@ class Worker:
     With ``burst=True`` the worker ends on its own, as :meth:`close` would, once its queues
     have nothing ready to run (none waiting or prioritized, no delayed job due: later ones are
     not waited for; a paused queue counts as empty) and none of its jobs is running; with
-    ``max_jobs=n``, once it has started ``n`` jobs (jobs claimed beyond them go back to the
-    queue unrun). :meth:`run` then returns how many jobs it started (see docs/workers.md).
+    ``burst_waits_for_delayed=True`` too, it waits for its queues' delayed jobs to fall due
+    and runs them (schedules' next occurrences excepted). With ``max_jobs=n`` it ends once it
+    has started ``n`` jobs (jobs claimed beyond them go back to the queue unrun). :meth:`run`
+    then returns how many jobs it started (see docs/workers.md).
     """
 
     def __init__(
@@ -133,6 +136,7 @@ class Worker:
         remove_on_fail: Retention = False,
         burst: bool = False,
         max_jobs: int | None = None,
+        burst_waits_for_delayed: bool = False,
     ) -> None:
         if not callable(processor):
             raise TypeError("processor must be callable")
@@ -160,6 +164,7 @@ class Worker:
         self.non_retryable = check_non_retryable(non_retryable)
         claim_ahead = check_flag(claim_ahead, "claim_ahead")
         self.burst = check_flag(burst, "burst")
+        self.burst_waits_for_delayed = waits_for_delayed(burst_waits_for_delayed, self.burst)
         self.max_jobs = None if max_jobs is None else at_least(max_jobs, "max_jobs")
         keep_completed = KeepPolicy.parse(remove_on_complete, "remove_on_complete")
         keep_failed = KeepPolicy.parse(remove_on_fail, "remove_on_fail")

@@ -146,6 +146,8 @@ def load_processor(spec: str) -> Any:
               help="Whether a slot of short jobs claims its next job while one runs.")  # fmt: skip
 @click.option("--burst", is_flag=True,
               help="Exit (status 0) once the queues have nothing ready to run.")  # fmt: skip
+@click.option("--wait-delayed", is_flag=True,
+              help="With --burst: wait for delayed jobs to fall due and run them.")  # fmt: skip
 @click.option("--max-jobs", default=None, type=click.IntRange(min=1),
               help="Exit (status 0) after starting N jobs.")  # fmt: skip
 @URL_OPTION
@@ -154,12 +156,12 @@ def worker(
     processor: str, queue_names: tuple[str, ...], concurrency: int, processes: int | None,
     dead_letter_queue: str | None,
     lock_duration: int, stalled_interval: int, max_stalled_count: int,
-    shutdown_timeout: float, claim_ahead: bool, burst: bool, max_jobs: int | None,
-    redis_url: str, prefix: str,
+    shutdown_timeout: float, claim_ahead: bool, burst: bool, wait_delayed: bool,
+    max_jobs: int | None, redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
     """Run a worker for QUEUE with PROCESSOR (module:function) until SIGTERM or SIGINT
-    (or, with --burst, until the queues have nothing ready to run; with --max-jobs, until it
-    has started N jobs)."""
+    (or, with --burst, until the queues have nothing ready to run, and with --wait-delayed
+    nothing delayed either; with --max-jobs, until it has started N jobs)."""
     from ..worker import Worker
 
     if dead_letter_queue in queue_names:
@@ -167,6 +169,8 @@ def worker(
             "the dead letter queue must not be the worker's own queue",
             param_hint="'--dead-letter-queue'",
         )
+    if wait_delayed and not burst:
+        raise click.UsageError("--wait-delayed applies to --burst only")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     function = load_processor(processor)
     freeze_start_up()
@@ -179,6 +183,7 @@ def worker(
             stalled_interval=stalled_interval, max_stalled_count=max_stalled_count,
             shutdown_timeout=shutdown_timeout, autorun=False, processes=processes,
             claim_ahead=claim_ahead, burst=burst, max_jobs=max_jobs,
+            burst_waits_for_delayed=wait_delayed,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
