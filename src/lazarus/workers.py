@@ -45,6 +45,19 @@ class WorkerInfo:
     running: int
     started_at: int
     last_seen: int
+    remote: bool = False  # an OJS worker, over HTTP (lazarus.ojs.remote_workers)
+    jobs: tuple[str, ...] = ()  # a remote worker's active jobs, as its last heartbeat named them
+
+
+async def register(client: Client, keys: QueueKeys, name: str, details: dict[str, Any]) -> None:
+    """Register (or renew) worker ``name`` of the queue with ``details`` (host, pid,
+    concurrency, running, started_at, last_seen; JSON) until ``HEARTBEAT_TTL`` from now, and
+    forget workers whose registration lapsed."""
+    now = now_ms()
+    await _scripts.load("beat_worker")(
+        client, [keys.workers, keys.workers_info],
+        [now, name, now + HEARTBEAT_TTL, json.dumps(details)],
+    )  # fmt: skip
 
 
 class Presence:
@@ -61,14 +74,10 @@ class Presence:
 
     async def beat(self) -> None:
         """Register (or renew) this worker, and forget workers whose registration expired."""
-        now = now_ms()
         details = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": self._started,
                    "concurrency": self._concurrency, "running": self._running(),
-                   "last_seen": now}  # fmt: skip
-        await _scripts.load("beat_worker")(
-            self._client, [self._keys.workers, self._keys.workers_info],
-            [now, self._name, now + HEARTBEAT_TTL, json.dumps(details)],
-        )  # fmt: skip
+                   "last_seen": now_ms()}  # fmt: skip
+        await register(self._client, self._keys, self._name, details)
 
     async def run(self) -> None:
         """Heartbeat until :meth:`stop`; a failed heartbeat (Redis unreachable, or refusing
@@ -107,5 +116,6 @@ async def list_workers(client: Client, keys: QueueKeys) -> list[WorkerInfo]:
             name=name, host=str(info.get("host", "")), pid=int(info.get("pid", 0)),
             concurrency=int(info.get("concurrency", 0)), running=int(info.get("running", 0)),
             started_at=int(info.get("started_at", 0)), last_seen=int(info.get("last_seen", 0)),
+            remote=info.get("remote") is True, jobs=tuple(str(j) for j in info.get("jobs", ())),
         ))  # fmt: skip
     return sorted(workers, key=lambda w: w.name)

@@ -120,6 +120,8 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("POST", "/ojs/v1/admin/jobs/bulk/delete"): OP,
     ("GET", "/ojs/v1/admin/stats"): V,
     ("GET", "/ojs/v1/admin/workers"): V,
+    ("GET", "/ojs/v1/admin/workers/{worker_id}"): V,
+    ("POST", "/ojs/v1/admin/workers/{worker_id}/quiet"): OP,
     ("POST", "/ojs/v1/workflows"): OP,
     ("GET", "/ojs/v1/workflows/{workflow_id}"): V,
     ("DELETE", "/ojs/v1/workflows/{workflow_id}"): OP,

@@ -320,7 +320,7 @@ async def test_the_worker_list_has_every_live_worker_of_every_queue(
     assert body["items"] == [{
         "id": "w-1", "hostname": w1.host, "pid": w1.pid, "state": "running", "queues": ["mail"],
         "concurrency": 3, "active_jobs": 0, "started_at": body["items"][0]["started_at"],
-        "last_heartbeat_at": body["items"][0]["last_heartbeat_at"],
+        "last_heartbeat_at": body["items"][0]["last_heartbeat_at"], "remote": False,
     }]  # fmt: skip
     assert body["pagination"] == {"total": 2, "page": 1, "per_page": 1, "total_pages": 2}
     second = (await client.get("/ojs/v1/admin/workers?per_page=1&page=2")).json()

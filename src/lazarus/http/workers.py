@@ -22,6 +22,7 @@ class WorkerOut(BaseModel):
     running: int = Field(description="Jobs it runs now.")
     started_at: int = Field(serialization_alias="startedAt")
     last_seen: int = Field(serialization_alias="lastSeen", description="Its last heartbeat.")
+    remote: bool = Field(default=False, description="An OJS worker, fetching over HTTP.")
 
 
 class WorkerList(BaseModel):

@@ -18,7 +18,9 @@ from typing import Any
 from ..dead_letter import DeadLetterView
 from ..queue import Queue
 from ..workers import WorkerInfo, list_workers
+from . import remote_workers
 from .backend import Backend
+from .errors import OjsError
 from .queue_routes import (
     DELAYED_STATES,
     SPLIT_LIMIT,
@@ -139,16 +141,17 @@ async def worker_page(
 ) -> dict[str, Any]:
     """A page of the live workers of every queue, by name, each with the queues it serves."""
     names = await queue_names(backend, view)
-    found: dict[str, tuple[WorkerInfo, list[str]]] = {}
-    for name in names[:MAX_QUEUES]:
-        for worker in await list_workers(backend.client, backend.keys(name)):
-            found.setdefault(worker.name, (worker, []))[1].append(name)
-    ordered = sorted(found.values(), key=lambda entry: entry[0].name)
+    ordered = sorted((await _live_workers(backend, names)).values(), key=lambda e: e[0].name)
     chosen = ordered[(page - 1) * per_page : page * per_page]
-    items = [_worker(worker, queues) for worker, queues in chosen]
+    quiet = await _quiet(backend, [worker.name for worker, _ in ordered])
+    items = [_worker(worker, queues, worker.name in quiet) for worker, queues in chosen]
     body: dict[str, Any] = {
         "items": items,
-        "summary": {"total": len(ordered), "running": len(ordered)},
+        "summary": {
+            "total": len(ordered),
+            "running": len(ordered) - len(quiet),
+            "quiet": len(quiet),
+        },
         "pagination": pagination(len(ordered), page, per_page),
     }
     if len(names) > MAX_QUEUES:
@@ -156,15 +159,51 @@ async def worker_page(
     return body
 
 
-def _worker(worker: WorkerInfo, queues: list[str]) -> dict[str, Any]:
+async def worker_detail(backend: Backend, view: DeadLetterView, worker_id: str) -> dict[str, Any]:
+    """One live worker, with the active jobs it named in its last heartbeat (a remote one);
+    404 when no queue has it."""
+    found = (await _live_workers(backend, await queue_names(backend, view))).get(worker_id)
+    if found is None:
+        raise OjsError(404, "not_found", f"no live worker {worker_id!r}",
+                       details={"worker_id": worker_id})  # fmt: skip
+    worker, queues = found
+    quiet = await _quiet(backend, [worker_id])
+    return {**_worker(worker, queues, worker_id in quiet), "active_job_ids": list(worker.jobs)}
+
+
+async def _live_workers(
+    backend: Backend, names: list[str]
+) -> dict[str, tuple[WorkerInfo, list[str]]]:
+    """The live workers of the first :data:`MAX_QUEUES` of queues ``names``, each with the
+    queues it serves."""
+    found: dict[str, tuple[WorkerInfo, list[str]]] = {}
+    for name in names[:MAX_QUEUES]:
+        for worker in await list_workers(backend.client, backend.keys(name)):
+            found.setdefault(worker.name, (worker, []))[1].append(name)
+    return found
+
+
+async def _quiet(backend: Backend, worker_ids: list[str]) -> set[str]:
+    """Which of ``worker_ids`` the admin told to be quiet."""
+    if not worker_ids:
+        return set()
+    async with backend.client.pipeline(transaction=False) as pipe:  # keys of many slots
+        for worker_id in worker_ids:
+            pipe.get(remote_workers.directive_key(backend, worker_id))
+        told = await pipe.execute()
+    return {worker_id for worker_id, value in zip(worker_ids, told) if value == "quiet"}
+
+
+def _worker(worker: WorkerInfo, queues: list[str], quiet: bool) -> dict[str, Any]:
     return {
         "id": worker.name,
         "hostname": worker.host,
         "pid": worker.pid,
-        "state": "running",
+        "state": "quiet" if quiet else "running",
         "queues": queues,
         "concurrency": worker.concurrency,
         "active_jobs": worker.running,
         "started_at": iso(worker.started_at),
         "last_heartbeat_at": iso(worker.last_seen),
+        "remote": worker.remote,
     }

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ..http._deps import require_token
-from . import admin, admin_bulk, admin_jobs, job_actions
+from . import admin, admin_bulk, admin_jobs, job_actions, remote_workers
 from .dead_letter_routes import Dead
 from .envelope import invalid, parse_time, queue_name
 from .errors import OjsError, ojs_json
@@ -187,3 +187,17 @@ async def admin_workers(
 ) -> Response:
     """A page of the live workers of every queue, by id."""
     return ojs_json(await admin.worker_page(backend, dead.view, page, per_page))
+
+
+@router.get("/workers/{worker_id}")
+async def admin_worker(worker_id: str, backend: OjsBackend, dead: Dead) -> Response:
+    """One live worker, with its active jobs (a remote worker's, as its heartbeat named them)."""
+    return ojs_json(await admin.worker_detail(backend, dead.view, worker_id))
+
+
+@router.post("/workers/{worker_id}/quiet", dependencies=_AUTH)
+async def admin_quiet_worker(worker_id: str, backend: OjsBackend, dead: Dead) -> Response:
+    """Tell a live worker to fetch no more jobs: its next heartbeat answers ``quiet``."""
+    worker = await admin.worker_detail(backend, dead.view, worker_id)  # 404 when not live
+    await remote_workers.quiet(backend, worker_id)
+    return ojs_json({**worker, "state": "quiet"})

@@ -219,7 +219,8 @@ async def fetch(request: Request, backend: OjsBackend) -> Response:
     count = _positive(body, "count", 1, 1000)
     visibility = _positive(body, "visibility_timeout_ms", DEFAULT_VISIBILITY_MS, MAX_VISIBILITY_MS)
     worker_id = _worker_id(body) or workers.ANONYMOUS
-    return ojs_json({"jobs": await workers.fetch(backend, queues, count, worker_id, visibility)})
+    jobs = await workers.fetch(backend, queues, count, worker_id, visibility, _host(request))
+    return ojs_json({"jobs": jobs})
 
 
 @router.post("/v1/workers/ack", dependencies=_AUTH)
@@ -255,7 +256,12 @@ async def heartbeat(request: Request, backend: OjsBackend) -> Response:
     if visibility is not None:
         visibility = _positive(body, "visibility_timeout_ms", 1, MAX_VISIBILITY_MS)
     worker_id = _worker_id(body) or workers.ANONYMOUS
-    return ojs_json(await workers.heartbeat(backend, worker_id, ids, visibility))
+    return ojs_json(await workers.heartbeat(backend, worker_id, ids, visibility, _host(request)))
+
+
+def _host(request: Request) -> str | None:
+    """The address a worker's request came from: its host in the workers registry."""
+    return request.client.host if request.client is not None else None
 
 
 @router.get("/v1/events")

@@ -15,7 +15,7 @@ from typing import Any
 from .. import _codec, _scripts
 from .._execution import parse_claimed
 from ..errors import JobExpiredError
-from . import cron_jobs
+from . import cron_jobs, remote_workers
 from .backend import FETCH_MEMO_MS, MEMO_LOCK_MS, Backend, Loaded
 from .envelope import DEFAULT_VISIBILITY_MS
 from .errors import OjsError
@@ -32,11 +32,18 @@ FETCH_ROUNDS = 8
 
 
 async def fetch(
-    backend: Backend, queues: list[str], count: int, worker_id: str, visibility_ms: int
-) -> list[dict[str, Any]]:
+    backend: Backend, queues: list[str], count: int, worker_id: str, visibility_ms: int,
+    hostname: str | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """Claim up to ``count`` jobs, from the first queue listed that has any. A claimed job that
     must not run (past its ``expires_at``, or cancelled by ``Queue.cancel_job``) is discarded
-    at once, as a failed attempt that is not retried, and not handed out."""
+    at once, as a failed attempt that is not retried, and not handed out. A named worker is
+    registered in each queue listed (:mod:`.remote_workers`); one told to be quiet gets no
+    jobs."""
+    if worker_id != ANONYMOUS:
+        await remote_workers.seen(backend, worker_id, queues, asked=count, hostname=hostname)
+        if await remote_workers.directive(backend, worker_id) == "quiet":
+            return []
     fetched: list[dict[str, Any]] = []
     for name in queues:
         for _ in range(FETCH_ROUNDS):
@@ -175,15 +182,19 @@ async def ack(
 
 
 async def heartbeat(
-    backend: Backend, worker_id: str, job_ids: list[str], visibility_ms: int | None
-) -> dict[str, Any]:
+    backend: Backend, worker_id: str, job_ids: list[str], visibility_ms: int | None,
+    hostname: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Extend the leases of the worker's active jobs; answer with the worker's directive:
-    ``quiet`` when one of them belongs to a paused queue, else ``running``."""
-    directive, extended = "running", []
+    ``quiet`` when the admin said so, or one of them belongs to a paused queue, else
+    ``running``. A named worker is registered in the queues of its jobs."""
+    directive, extended, queues = "running", [], []
     for job_id in job_ids:
         queue = await backend.records.queue_of(job_id)
         if queue is None:
             continue
+        if queue not in queues:
+            queues.append(queue)
         record = await backend.records.read(queue, job_id)
         token = record.get("token")
         if token:
@@ -198,6 +209,10 @@ async def heartbeat(
         if await backend.queue(queue).is_paused():
             directive = _stronger(directive, "quiet")  # finish the job, fetch no more here
         directive = _stronger(directive, _test_directive(backend, record))
+    if worker_id != ANONYMOUS:
+        await remote_workers.seen(backend, worker_id, queues, jobs=job_ids, hostname=hostname)
+        told = await remote_workers.directive(backend, worker_id)
+        directive = _stronger(directive, told or "running")
     return {"state": directive, "directive": directive, "jobs_extended": extended,
             "server_time": iso(backend.now())}  # fmt: skip
 

@@ -1,0 +1,105 @@
+"""Remote workers in lazarus's workers registry, and the directives the admin sends them.
+
+An OJS worker that FETCHes or BEATs under a ``worker_id`` is registered as a worker of each
+queue it fetches from or holds a job of, in the registry lazarus's own workers use
+(:mod:`lazarus.workers`): so ``list_workers``, the CLI, the dashboard and the admin API's
+``/admin/workers`` list it beside them. Its details say ``"remote": true``, its ``host`` is the
+``hostname`` it sends (if any), ``concurrency`` the most jobs it asked for in one fetch, and
+``running`` the active jobs named in its last heartbeat (their ids kept too, at most
+:data:`MAX_JOBS_KEPT`). A registration lasts ``HEARTBEAT_TTL`` (15 s) and is renewed at most
+every ``HEARTBEAT_INTERVAL`` (5 s) per worker and queue, or at once when its heartbeat names
+other jobs: a remote worker that neither fetches nor beats for 15 s drops out of the list. A
+fetch without a ``worker_id`` is no worker's and is not registered.
+
+``POST /admin/workers/{id}/quiet`` (ojs-admin-api 9.3) keeps the directive ``quiet`` for the
+worker (``<prefix>:ojs:directive:<id>``, :data:`DIRECTIVE_KEEP_MS`): its heartbeats answer
+``quiet``, and its fetches get no jobs, while it finishes those it holds.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+from .. import workers as registry
+from .._connection import now_ms
+from .backend import Backend
+
+MAX_JOBS_KEPT = 100  # active job ids kept in a remote worker's details
+DIRECTIVE_KEEP_MS = 24 * 3600 * 1000  # how long a quiet directive waits for its worker
+_FORGET_AFTER = 60.0  # seconds: what this process remembers of a worker gone quiet as long
+
+
+class _Seen:
+    """What this process knows of the remote workers it serves, to renew their
+    registrations no more often than needed."""
+
+    def __init__(self) -> None:
+        self.renewed: dict[tuple[str, str], tuple[float, int]] = {}  # (worker, queue) -> at, jobs
+        self.started: dict[str, int] = {}
+        self.concurrency: dict[str, int] = {}
+        self.jobs: dict[str, list[str]] = {}
+
+    def forget_old(self, now: float) -> None:
+        if len(self.renewed) < 10_000:
+            return
+        for key, (at, _) in list(self.renewed.items()):
+            if now - at > _FORGET_AFTER:
+                del self.renewed[key]
+        live = {worker for worker, _ in self.renewed}
+        for table in (self.started, self.concurrency, self.jobs):
+            for worker in set(table) - live:
+                del table[worker]
+
+
+_SEEN: weakref.WeakKeyDictionary[Backend, _Seen] = weakref.WeakKeyDictionary()
+
+
+async def seen(
+    backend: Backend,
+    worker_id: str,
+    queues: list[str],
+    *,
+    asked: int | None = None,
+    jobs: list[str] | None = None,
+    hostname: str | None = None,
+) -> None:
+    """Register remote worker ``worker_id`` in each of ``queues``: at a fetch (``asked``: how
+    many jobs it asked for) or a heartbeat (``jobs``: the active jobs it named)."""
+    state = _SEEN.setdefault(backend, _Seen())
+    clock = time.monotonic()
+    state.forget_old(clock)
+    state.started.setdefault(worker_id, now_ms())
+    if asked is not None:
+        state.concurrency[worker_id] = max(asked, state.concurrency.get(worker_id, 0))
+    if jobs is not None:
+        state.jobs[worker_id] = jobs[:MAX_JOBS_KEPT]
+    held = state.jobs.get(worker_id, [])
+    signature = hash(tuple(held))
+    for queue in queues:
+        at, before = state.renewed.get((worker_id, queue), (-1e9, 0))
+        if clock - at < registry.HEARTBEAT_INTERVAL and before == signature:
+            continue
+        details = {
+            "host": hostname or "", "pid": 0, "started_at": state.started[worker_id],
+            "concurrency": state.concurrency.get(worker_id, 0), "running": len(held),
+            "last_seen": now_ms(), "remote": True, "jobs": held,
+        }  # fmt: skip
+        await registry.register(backend.client, backend.keys(queue), worker_id, details)
+        state.renewed[(worker_id, queue)] = (clock, signature)
+
+
+def directive_key(backend: Backend, worker_id: str) -> str:
+    return f"{backend.prefix}:ojs:directive:{worker_id}"
+
+
+async def quiet(backend: Backend, worker_id: str) -> None:
+    """Tell remote worker ``worker_id``, at its next heartbeat, to fetch no more jobs."""
+    await backend.client.set(directive_key(backend, worker_id), "quiet", px=DIRECTIVE_KEEP_MS)
+
+
+async def directive(backend: Backend, worker_id: str) -> str | None:
+    """The directive the admin left for ``worker_id`` (``quiet``), if any."""
+    value: Any = await backend.client.get(directive_key(backend, worker_id))
+    return "quiet" if value == "quiet" else None
