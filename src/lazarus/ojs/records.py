@@ -132,9 +132,11 @@ class Records:
 
     async def prune(
         self, cursor: int, keep_ms: int = RECORD_KEEP_MS, dead_letters: QueueKeys | None = None
-    ) -> int:
+    ) -> tuple[int, list[str]]:
         """One step of the upkeep of the records, over about :data:`PRUNE_BATCH` index entries
-        from ``cursor``; returns the cursor of the next step (0: the walk starts over). A
+        from ``cursor``: the cursor of the next step (0: the walk starts over), and the ids of
+        the jobs whose records it let go (now expiring) or found gone (the workflows they
+        belong to may be over: :mod:`.workflow_retention`). A
         record whose job the engine no longer holds expires in ``keep_ms``; one whose job is
         back (a dead letter retried under its id) is kept again, and so is one whose job is a
         dead letter of ``dead_letters`` (the server's dead letter queue), as long as that dead
@@ -145,7 +147,7 @@ class Records:
         cursor, entries = int(reply[0]), reply[1]
         found = [(_text(job_id), _text(queue)) for job_id, queue in entries.items()]
         if not found:
-            return cursor
+            return cursor, []
         async with self.client.pipeline(transaction=False) as pipe:
             for job_id, queue in found:
                 pipe.exists(self.keys(queue).job(job_id))
@@ -156,6 +158,7 @@ class Records:
         jobs, ttls = state[0 : 2 * len(found) : 2], state[1 : 2 * len(found) : 2]
         letters = state[-1] if dead_letters is not None else [None] * len(found)
         gone: list[str] = []
+        let_go: list[str] = []
         async with self.client.pipeline(transaction=False) as pipe:
             for (job_id, queue), job, ttl, letter in zip(found, jobs, ttls, letters, strict=True):
                 held = job or letter is not None
@@ -163,12 +166,13 @@ class Records:
                     pipe.persist(self.key(queue, job_id))
                 elif not held and ttl == -1:
                     pipe.pexpire(self.key(queue, job_id), keep_ms)
+                    let_go.append(job_id)
                 elif not held and ttl == -2:
                     gone.append(job_id)
             if gone:
                 pipe.hdel(self.index, *gone)
             await pipe.execute()
-        return cursor
+        return cursor, let_go + gone
 
     async def add_error(self, queue: str, job_id: str, entry: dict[str, Any]) -> None:
         """Append ``entry`` to the job's error history."""

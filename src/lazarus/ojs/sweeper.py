@@ -20,6 +20,7 @@ from .._scripts import CALL_BUDGET_US
 from .backend import Backend
 from .cron_jobs import CronWatch
 from .nack import expire
+from .workflow_retention import retire_owners
 from .workflows import repair_step
 
 log = logging.getLogger("lazarus.ojs")
@@ -129,8 +130,9 @@ class Sweeper:
         if self._records_cursor == 0 and loop.time() < self._records_walk_at:
             return
         backend = self.backend
-        self._records_cursor = await backend.records.prune(
+        self._records_cursor, let_go = await backend.records.prune(
             self._records_cursor, dead_letters=backend.keys(backend.dead_letter_queue)
         )
+        await retire_owners(backend, let_go)  # the failed workflows over for good
         if self._records_cursor == 0:
             self._records_walk_at = loop.time() + self._records_pause

@@ -5,7 +5,8 @@ transaction on the record). A failed workflow none of whose jobs runs any more l
 open set (:func:`keep_open`): only a retry of one of its discarded jobs can move it on. That
 retry marks the workflow first (:func:`job_resuming`, before the job is back), and the first
 advance that sees the job back keeps the workflow open and drops the mark: a server that dies
-in between leaves the mark, and the upkeep moves the workflow on.
+in between leaves the mark, and the upkeep moves the workflow on. A failed workflow none of
+whose failed jobs can come back any more is closed too (:mod:`.workflow_retention`).
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ ENDS = ("completed_at", "cancelled_at")  # the markers of a workflow's end: one 
 END_TRIES = 50  # reads of a record that keeps changing before the decision gives up
 
 
-async def keep_open(backend: Backend, wf: Workflow, states: list[str], back: list[str]) -> None:
+async def keep_open(backend: Backend, wf: Workflow, states: list[str], back: list[str]) -> bool:
     """Keep the workflow in the open set unless it completed, or failed with none of its jobs
     running (then only a retry moves it on, and that marks it again), and drop the marks of
     the retried jobs ``back`` (seen not discarded: their retry is done). One transaction on
-    one key: the workflow is never out of the set while a mark it needs is dropped."""
+    one key: the workflow is never out of the set while a mark it needs is dropped. Whether
+    it failed with none of its jobs running (it may be over for good)."""
     failed, over = any(s in FAILED for s in states), all(s == "completed" for s in states)
     running = any(s not in TERMINAL and s != "pending" for s in states)
     keys = Keys(backend.prefix)
@@ -44,6 +46,7 @@ async def keep_open(backend: Backend, wf: Workflow, states: list[str], back: lis
         if back:
             pipe.srem(keys.open, *(keys.resuming(wf.id, i) for i in back))
         await pipe.execute()
+    return failed and not running
 
 
 async def complete_workflow(backend: Backend, wf: Workflow) -> bool:
@@ -78,8 +81,8 @@ async def _end(backend: Backend, workflow_id: str, marker: str) -> bool:
 
 
 async def close(backend: Backend, wf: Workflow) -> None:
-    """The workflow is over (completed or cancelled): no longer swept, its record kept as
-    long as its jobs' records are."""
+    """The workflow is over (completed, cancelled, or failed for good): no longer swept, its
+    record kept as long as its jobs' records are."""
     keys = Keys(backend.prefix)
     ids = wf.all_ids()
     async with backend.client.pipeline(transaction=False) as pipe:

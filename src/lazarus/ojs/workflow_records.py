@@ -7,14 +7,17 @@ Keys (under the OJS records' ``<prefix>:ojs:``):
                                         or ``jobs``), ``jobs`` and ``callbacks`` (JSON: id,
                                         queue and envelope of each), ``enq:<job id>`` (the job
                                         was enqueued), ``failed_at``, ``completed_at``,
-                                        ``cancelled_at``; kept :data:`RECORD_KEEP_MS` once
-                                        completed or cancelled (a failed one is kept)
+                                        ``cancelled_at``, ``closed_at`` (failed for good);
+                                        kept :data:`RECORD_KEEP_MS` once completed,
+                                        cancelled or closed; a failed one is kept while one
+                                        of its failed jobs may be retried
+                                        (:mod:`.workflow_retention`)
 - ``<prefix>:ojs:workflows``      SET   swept by the upkeep: ``<id>`` of each open workflow
                                         (active, or failed while a job of it runs), and
                                         ``<id> <job id>`` while job ``<job id>`` of failed
                                         workflow ``<id>`` is being retried
-- ``<prefix>:ojs:workflow-of``    HASH  job id -> workflow id, until the workflow completes
-                                        or is cancelled (a failed one may resume)
+- ``<prefix>:ojs:workflow-of``    HASH  job id -> workflow id, until the workflow completes,
+                                        is cancelled or is closed (a failed one may resume)
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .errors import OjsError
 
 READS_AT_ONCE = 16  # jobs of a workflow read at once
 FAILED = ("discarded", "cancelled")  # a job that ended so fails its workflow
+CLOSED = "closed_at"  # the marker of a failed workflow over for good (.workflow_retention)
 
 
 @dataclasses.dataclass

@@ -31,6 +31,7 @@ from .states import TERMINAL
 from .workflow_defs import WorkflowDef, check_schemas
 from .workflow_ends import close, complete_workflow, keep_open
 from .workflow_records import (
+    CLOSED,
     FAILED,
     READS_AT_ONCE,
     Keys,
@@ -40,6 +41,7 @@ from .workflow_records import (
     result_of,
     states_of,
 )
+from .workflow_retention import retire
 
 log = logging.getLogger("lazarus.ojs")
 
@@ -83,7 +85,7 @@ async def advance(backend: Backend, workflow_id: str) -> None:
     callbacks, record its state. Safe to run twice, or at once in two servers: a job is
     only ever added under the id the workflow gave it."""
     wf = await load(backend, workflow_id)
-    if wf.state in ("cancelled", "completed"):
+    if wf.state in ("cancelled", "completed") or CLOSED in wf.fields:
         await close(backend, wf)  # again: the call that ended it may have died before
         return
     loaded = await states_of(backend, wf)
@@ -96,7 +98,8 @@ async def advance(backend: Backend, workflow_id: str) -> None:
         await _fire_callbacks(backend, wf, states, loaded)
     await _settle(backend, wf, states)
     back = [i for i, one in loaded.items() if one.state not in FAILED]
-    await keep_open(backend, wf, states, back)
+    if await keep_open(backend, wf, states, back):
+        await retire(backend, workflow_id)  # over for good, unless a failed job can come back
 
 
 def _due(wf: Workflow, loaded: dict[str, Loaded]) -> list[Due]:
