@@ -170,3 +170,22 @@ async def _client_id(admin: aioredis.Redis, name: str) -> int:
         if entry.get("name") == name:
             return int(entry["id"])
     raise AssertionError(f"no client named {name}")
+
+
+async def test_a_connection_idle_past_its_health_check_is_checked_and_opened_again_first(
+    conn: Any, redis_server: EmbeddedRedis
+) -> None:
+    # Given a connection the server dropped while it sat idle past its health-check interval
+    assert conn.health_check_interval > 0
+    await send_and_read(conn, [("CLIENT", "SETNAME", "wire-idle")], None)
+    admin = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    try:
+        await admin.execute_command("CLIENT", "KILL", "SKIPME", "yes", "ID",
+                                    await _client_id(admin, "wire-idle"))  # fmt: skip
+    finally:
+        await admin.aclose()
+    conn.next_health_check = 0  # its interval has passed
+
+    # When an exchange goes on it, then the check finds it dropped, opens it again, and the
+    # exchange's own command runs once, on the new connection
+    assert await send_and_read(conn, [("ECHO", "checked")], None) == ["checked"]
