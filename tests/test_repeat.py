@@ -12,7 +12,8 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue, Worker, _scripts, list_queues
 from lazarus._connection import now_ms
-from lazarus._repeat import Repeat, schedule_keys
+from lazarus._repeat import schedule_keys
+from lazarus._schedule import Repeat
 
 from .conftest import keys_of, wait_until
 

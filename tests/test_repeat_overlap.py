@@ -12,7 +12,8 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue, Worker, _scripts
 from lazarus._connection import now_ms
-from lazarus._repeat import occurrence_due, schedule_keys
+from lazarus._repeat import schedule_keys
+from lazarus._schedule import occurrence_due
 
 from .conftest import wait_until
 

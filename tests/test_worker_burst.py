@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 
 from lazarus import Job, Queue, Worker
 from lazarus._connection import now_ms
-from lazarus._repeat import occurrence_id
+from lazarus._schedule import occurrence_id
 from lazarus.workers import list_workers
 
 from .conftest import wait_until

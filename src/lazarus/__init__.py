@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ._limiter import RateLimit
 from ._progress import JobLogs
-from ._repeat import RepeatableJob
+from ._schedule import RepeatableJob
 from ._throughput import QueueMetrics
 from .dead_letter import (
     DeadLetterCounters,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ._codec import text
 from ._connection import now_ms
 from ._keys import QueueKeys
-from ._repeat import occurrence_id
+from ._schedule import occurrence_id
 
 if TYPE_CHECKING:
     from .worker import Worker

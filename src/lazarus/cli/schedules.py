@@ -7,7 +7,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from .._repeat import RepeatableJob
+from .._schedule import RepeatableJob
 from ..operators import Operators
 from . import _render
 from ._options import JSON_OPTION, emit_json, run

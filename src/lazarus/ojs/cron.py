@@ -27,7 +27,7 @@ import zoneinfo
 from typing import Any
 
 from .._codec import text as _text
-from .._repeat import Repeat, RepeatableJob, occurrence_due
+from .._schedule import Repeat, RepeatableJob, occurrence_due
 from ..masking import masked
 from .backend import Backend
 from .envelope import Submission, invalid, parse_submission

@@ -24,7 +24,8 @@ from typing import Any
 
 from .._codec import text as _text
 from .._execution import ClaimedJob
-from .._repeat import SKIPPED, occurrence_due, produce_next, runs
+from .._repeat import SKIPPED, produce_next, runs
+from .._schedule import occurrence_due
 from ..job import Job
 from .backend import Backend
 from .cron import definition_of, name_of, registry, skip_marker
