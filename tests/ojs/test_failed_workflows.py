@@ -274,3 +274,27 @@ async def test_a_bulk_retry_cut_short_once_the_job_is_back_still_resumes_its_wor
     # Then the upkeep moves the chain on to its end
     await wait_until(completed, message="the chain completed")
     assert await swept(raw, prefix) == set()
+
+
+async def test_a_refused_retry_takes_its_resume_mark_back(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, prefix: str, redis_url: str
+) -> None:
+    # Given a chain failed at its first step, whose dead letter an operator archived
+    chain = await create(client, {"type": "chain", "steps": [job(retry=RETRY_ONCE), job()]})
+    first = ids(chain)[0]
+    await fetch_all(client)
+    await fail(client, first)
+    letter = (await client.get(f"/ojs/v1/dead-letter/{first}")).json()["job"]["dead_letter"]
+    async with Queue(letter["queue"], connection=redis_url, prefix=prefix) as dlq:
+        await dlq.archive_dead_letter(letter["id"], actor="operator:test")
+
+    # When the dead letter's retry is refused (an archived dead letter is not replayed)
+    response = await client.post(f"/ojs/v1/dead-letter/{first}/retry")
+    assert response.status_code == 409, response.text
+
+    # Then no mark of a retry under way is left: the upkeep does not visit the workflow for
+    # it, and it stays failed, kept while its dead letter is
+    assert not any(" " in member for member in await swept(raw, prefix))
+    assert (await workflow_of(client, chain["id"]))["state"] == "failed"
+    await Sweeper(backend_of(app), records_pause=0).tick()
+    assert await retention(raw, prefix, chain["id"], ids(chain)) == KEPT

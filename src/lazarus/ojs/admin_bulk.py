@@ -28,7 +28,7 @@ from .envelope import invalid, parse_time, queue_name
 from .errors import OjsError
 from .job_actions import cancel_loaded
 from .queue_routes import queue_names
-from .workflow_ends import job_resuming
+from .workflow_ends import job_not_resuming, job_resuming
 from .workflows import job_ended
 
 BULK_LIMIT = 1000
@@ -134,8 +134,12 @@ async def retry_failed(backend: Backend, queue: str, job_id: str) -> None:
     """Put a job that failed for good back in its queue, attempts reset
     (``Queue.retry_job``); its OJS state is the engine's again."""
     await _fresh_attempts(backend, queue, job_id)
-    await job_resuming(backend, job_id)  # before the job is back: see workflows
-    await backend.queue(queue).retry_job(job_id)
+    mark = await job_resuming(backend, job_id)  # before the job is back: see workflows
+    try:
+        await backend.queue(queue).retry_job(job_id)
+    except (JobStateError, JobNotFoundError):  # refused: nothing was put back
+        await job_not_resuming(backend, mark)
+        raise
     if await backend.records.queue_of(job_id) == queue:
         await backend.reopen_record(queue, job_id)
         await backend.emit("job.retried", await backend.load_in(queue, job_id))

@@ -15,7 +15,7 @@ from ..masking import masked
 from .backend import Backend
 from .errors import OjsError
 from .states import iso
-from .workflow_ends import job_resuming
+from .workflow_ends import job_not_resuming, job_resuming
 from .workflows import job_ended
 
 
@@ -80,12 +80,13 @@ class DeadLetters:
         assert meta is not None
         original = meta.original_job_id or dead.id
         dlq = self.backend.queue(dead.queue_name)
-        await job_resuming(self.backend, original)  # before the job is back: see workflows
+        mark = await job_resuming(self.backend, original)  # before the job is back: workflows
         ((_, result),) = await replay.replay(
             self.backend.client, dlq.keys, dlq.max_events, meta.source_queue,
             [(dead.id, replay.KEEP)], new_ids=[original],
         )  # fmt: skip
         if isinstance(result, int):
+            await job_not_resuming(self.backend, mark)
             raise OjsError(409, "conflict", f"the dead letter of {original!r} changed; try again")
         records = self.backend.records
         if await records.queue_of(original) is None:  # a job no OJS client enqueued

@@ -117,11 +117,24 @@ async def cancel_read(backend: Backend, wf: Workflow) -> int:
     return cancelled
 
 
-async def job_resuming(backend: Backend, job_id: str) -> None:
+async def job_resuming(backend: Backend, job_id: str) -> str | None:
     """Mark the workflow job ``job_id`` belongs to, if any, before the job, discarded, is put
     back (a dead letter retried): the upkeep then visits the workflow, failed or not, until an
-    advance sees the job back. Call :func:`job_ended` once the job is back."""
+    advance sees the job back. Call :func:`job_ended` once the job is back, or
+    :func:`job_not_resuming` with the mark returned when the retry was refused."""
     keys = Keys(backend.prefix)
     workflow_id = await backend.client.hget(keys.of, job_id)
-    if workflow_id is not None:
-        await backend.client.sadd(keys.open, keys.resuming(_text(workflow_id), job_id))
+    if workflow_id is None:
+        return None
+    mark = keys.resuming(_text(workflow_id), job_id)
+    await backend.client.sadd(keys.open, mark)
+    return mark
+
+
+async def job_not_resuming(backend: Backend, mark: str | None) -> None:
+    """Take back the ``mark`` of :func:`job_resuming` of a retry that was refused (it put
+    nothing back), so that it neither keeps the upkeep visiting the workflow nor keeps a
+    failed workflow from being closed. Only for a refusal: a retry whose outcome is unknown
+    (a dropped connection) keeps its mark."""
+    if mark is not None:
+        await backend.client.srem(Keys(backend.prefix).open, mark)
