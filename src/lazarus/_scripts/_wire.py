@@ -79,7 +79,7 @@ async def _exchange(
     try:
         writer.write(packed[0] if len(packed) == 1 else b"".join(packed))
         await writer.drain()  # waits only while the transport's buffer is over its limit
-        replies = [await _reply(parser) for _ in range(count)]
+        replies = await _replies(parser, count)
     except BaseException as error:
         missed = deadlines is not None and deadlines.end(conn)
         await conn.disconnect(nowait=True)  # replies may still come: it is not reused
@@ -95,11 +95,13 @@ async def _exchange(
     return replies
 
 
-async def _reply(parser: Any) -> Any:
-    """The next reply that ``parser``'s hiredis reader parses, fed from its stream; a RESP3
-    push message on the way (a client-side cache's invalidation) goes to its handler."""
+async def _replies(parser: Any, count: int) -> list[Any]:
+    """The next ``count`` replies that ``parser``'s hiredis reader parses, fed from its
+    stream; a RESP3 push message on the way (a client-side cache's invalidation) goes to its
+    handler."""
     reader, stream = parser._reader, parser._stream
-    while True:
+    replies: list[Any] = []
+    while len(replies) < count:
         reply = reader.gets()
         while reply is NOT_ENOUGH_DATA:
             data = await stream.read(READ_SIZE)
@@ -107,12 +109,13 @@ async def _reply(parser: Any) -> Any:
                 raise RedisConnectionError("Connection closed by server.")
             reader.feed(data)
             reply = reader.gets()
-        if _PUSH is None or not isinstance(reply, _PUSH):
-            break
-        await parser.handle_push_response(reply)
-    if isinstance(reply, RedisConnectionError):  # LOADING, say: redis-py raises it too
-        raise reply
-    return reply
+        if _PUSH is not None and isinstance(reply, _PUSH):
+            await parser.handle_push_response(reply)
+        elif isinstance(reply, RedisConnectionError):  # LOADING, say: redis-py raises it too
+            raise reply
+        else:
+            replies.append(reply)
+    return replies
 
 
 async def _exchange_by_redis_py(
