@@ -124,6 +124,21 @@ def judge(
     findings.exec_dups = sum(len(runs) - 1 for runs in seen.values())
 
 
+async def _unfinished(client: httpx.AsyncClient, views: dict[str, Any]) -> list[str]:
+    """A line per workflow that did not complete: the state and last error of each job."""
+    lines = []
+    for wf, view in views.items():
+        if view["state"] == "completed":
+            continue
+        jobs = []
+        for listed in view.get("steps", []) + view.get("jobs", []):
+            job = (await call(client, "GET", f"/ojs/v1/jobs/{listed['job_id']}")).json()
+            job = job.get("job", {})
+            jobs.append(f"{listed['job_id']} {job.get('state')} {job.get('error')}")
+        lines.append(f"workflow {wf} {view['state']}: " + "; ".join(jobs))
+    return lines
+
+
 @pytest.mark.timeout(240)
 async def test_workflows_ride_a_server_sigkill_storm(scenario: Scenario) -> None:
     # Given a lazarus serve, 30 chains of 3 steps and 10 batches of 3 jobs with an on_complete
@@ -175,6 +190,7 @@ async def test_workflows_ride_a_server_sigkill_storm(scenario: Scenario) -> None
         await local.close()
         views = {wf: (await call(client, "GET", f"/ojs/v1/workflows/{wf}")).json()["workflow"]
                  for wf in chains + batches}  # fmt: skip
+        unfinished = await _unfinished(client, views)
     serve.stop()
 
     # Then every workflow completed; each chain step ran after its parent with the parent's
@@ -185,6 +201,7 @@ async def test_workflows_ride_a_server_sigkill_storm(scenario: Scenario) -> None
         f"remotely and in-process; {serve.kills} SIGKILLs of lazarus serve, 1 per 1.5 s",
     )  # fmt: skip
     judge(findings, views, chains, batches, seen)
+    findings.notes += unfinished
     local_runs = sum(1 for runs in seen.values() for _, parents in runs if parents == LOCAL)
     findings.notes.append(
         f"{len(seen)} jobs run, {local_runs} runs by the in-process Worker "

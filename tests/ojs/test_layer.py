@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from lazarus import Queue, _scripts
+from lazarus import Job, Queue, Worker, _scripts
 from lazarus.cli import main
 from lazarus.http import create_app
 from lazarus.ojs import Backend
@@ -22,7 +22,7 @@ from lazarus.ojs.envelope import MAX_VISIBILITY_MS
 from lazarus.ojs.records import RECORD_KEEP_MS, now_ms
 from lazarus.ojs.sweeper import Sweeper
 
-from ..conftest import wait_until
+from ..conftest import wait_for_state, wait_until
 from ..faults import ReplyDropper
 
 DLQ = "dead"
@@ -106,6 +106,40 @@ async def test_a_job_a_remote_worker_abandons_is_recovered(
     ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "alive"})
     assert ack.status_code == 200
     assert (await state_of(client, job_id))["state"] == "completed"
+
+
+async def test_a_worker_of_the_queue_sweeps_a_remote_job_under_the_servers_stall_limit(
+    client: httpx.AsyncClient, mail: Queue, redis_url: str, prefix: str
+) -> None:
+    # Given a lazarus Worker of the queue allowing 1 stall (its default), busy with a job of
+    # its own so that it only sweeps, and a job a remote worker fetches under a 50 ms lease
+    hold = asyncio.Event()
+
+    async def busy(job: Job) -> None:
+        await hold.wait()
+
+    blocker = await mail.add("blocker", {})
+    worker = Worker("mail", busy, connection=redis_url, prefix=prefix, stalled_interval=50)
+    try:
+        await wait_for_state(mail, blocker.id, "active")
+        job_id = await enqueue(client, visibility_timeout_ms=50)
+
+        # When its lease lapses twice, each time swept by the Worker
+        for attempt in (1, 2):
+            assert [(j["id"], j["attempt"]) for j in await fetch(client, "gone")] == [
+                (job_id, attempt)
+            ]
+            await wait_for_state(mail, job_id, "waiting")  # the Worker's sweep
+
+        # Then the job is still available (the server allows 5 stalls), and completes
+        assert (await state_of(client, job_id))["state"] == "available"
+        assert [j["id"] for j in await fetch(client, "alive")] == [job_id]
+        done = {"job_id": job_id, "worker_id": "alive"}
+        assert (await client.post("/ojs/v1/workers/ack", json=done)).status_code == 200
+        assert (await state_of(client, job_id))["state"] == "completed"
+    finally:
+        hold.set()
+        await worker.close()
 
 
 @pytest.mark.parametrize("requeue", [False, True], ids=["fail", "requeue"])

@@ -29,6 +29,10 @@
   ARGV[8]  memo_ms          optional: how long the claim memo lives (ms); by default twice
                             lock_ms. A caller that never sends the call again itself, only on
                             a dropped connection (an OJS fetch), needs it for less.
+  ARGV[9]  stall_limit      optional: when given (and not ''), each job claimed keeps it as
+                            its own 'stallLimit', the stalls it may have before a sweep fails
+                            it, whoever sweeps (sweep_stalled): an OJS server hands jobs out
+                            under its own limit, which a worker of the queue must not lower
 
   Returns: {next_due, job, job, ...}: next_due is the due time of the earliest delayed job or
            -1; each job is {id, token, field, value, ...} (the job hash). A second run of a
@@ -62,6 +66,9 @@ local jobs = {}
 for _ = 1, tonumber(ARGV[4]) do
   local job = claim_next(q, now, ARGV[2], lock_ms, maxlen)
   if not job then break end
+  if ARGV[9] and ARGV[9] ~= '' then
+    redis.call('HSET', q.job_prefix .. job[1], 'stallLimit', ARGV[9])
+  end
   jobs[#jobs + 1] = job
 end
 -- A claim that found nothing needs no memo: running it again orphans nothing.

@@ -24,7 +24,9 @@
   KEYS[16] dlq_job_prefix
 
   ARGV[1]  now
-  ARGV[2]  max_stalled      stalls allowed before the failure is terminal
+  ARGV[2]  max_stalled      stalls allowed before the failure is terminal, for a job
+                            without a 'stallLimit' of its own (claim_jobs' stall_limit: an
+                            OJS server's jobs keep the server's limit whoever sweeps them)
   ARGV[3]  maxlen
   ARGV[4]  source_queue
   ARGV[5]  dead_letter_queue  '' without one
@@ -138,7 +140,7 @@ for i, id in ipairs(expired) do
   if redis.call('LREM', q.active, -1, id) == 1 and redis.call('EXISTS', key) == 1 then
     left = left + 1
     local f = redis.call('HMGET', key, 'processedOn', 'ats', 'lockToken', 'opts', 'replayOf',
-      'replayDlq')
+      'replayDlq', 'stallLimit')
     redis.call('HDEL', key, 'lockToken')
     local stalls = redis.call('HINCRBY', key, 'stalledCounter', 1)
     local message = 'job stalled: its lock expired (stall ' .. stalls .. ')'
@@ -147,7 +149,7 @@ for i, id in ipairs(expired) do
       startedAt = tonumber(f[1]) or 0, finishedAt = now, worker = worker,
       outcome = 'stalled', error = message, errorType = 'Stalled'})
     emit(q.events, maxlen, 'stalled', 'jobId', id)
-    if stalls > max_stalled then
+    if stalls > (tonumber(f[7]) or max_stalled) then
       local reason = 'job stalled more than allowable limit'
       local made = record_failure(key, now, reason, 'Stalled', cjson.encode(message), record)
       local opts = options_of(f[4])

@@ -20,13 +20,13 @@ from .._scripts import CALL_BUDGET_US
 from .backend import Backend
 from .cron_jobs import CronWatch
 from .nack import expire
+from .workers import MAX_STALLED
 from .workflow_retention import retire_owners
 from .workflows import repair_step
 
 log = logging.getLogger("lazarus.ojs")
 
 SWEEP_EVERY = 0.25  # seconds: a lease expiry is noticed within this
-MAX_STALLED = 5  # leases a job may let expire before it is dead-lettered
 SWEEP_BATCH = 100
 RECORDS_PAUSE = 60.0  # seconds between two walks over the OJS index (Records.prune)
 TIMEOUTS_PER_TICK = 1000  # attempts past their timeout handled per tick, at most

@@ -26,6 +26,12 @@ DIRECTIVES = ("running", "quiet", "terminate")
 ANONYMOUS = "anonymous"  # the worker id of a fetch that gave none
 
 
+# Leases a job handed out here may let expire before it fails for good (dead-lettered), whoever
+# sweeps it: the server's upkeep, or the stall sweep of a lazarus Worker of the queue, whose own
+# max_stalled_count (1 by default) is for the jobs it claims itself. Remote workers' leases are
+# short and lapse when this server restarts under them.
+MAX_STALLED = 5
+
 # Claims of one fetch, at most: jobs discarded at the fetch (expired, cancelled) make it
 # claim again, up to this many times.
 FETCH_ROUNDS = 8
@@ -71,7 +77,7 @@ async def _claim(
     reply = await _scripts.load("claim_jobs")(
         backend.client, [*keys.group, keys.reply(base, "fetch")],
         [backend.now(), base, visibility_ms, count, backend.max_events, uuid.uuid4().hex, "",
-         min(2 * visibility_ms, FETCH_MEMO_MS)],
+         min(2 * visibility_ms, FETCH_MEMO_MS), MAX_STALLED],
     )  # fmt: skip
     claimed = [c for c in (parse_claimed(item, name) for item in reply[1:]) if c is not None]
     # A repeatable job's schedule goes on (or skips it: not handed out) as with an in-process
