@@ -34,7 +34,8 @@ CLUSTER_TESTS := tests/test_cluster.py tests/test_cluster_moves.py tests/test_ha
 	tests/test_cli.py tests/cli tests/test_sync.py tests/test_results.py tests/test_progress.py \
 	tests/test_repeat.py tests/test_repeat_overlap.py tests/test_deduplication.py tests/test_rate_limit.py \
 	tests/test_job_timeout.py tests/test_obliterate.py tests/test_workers_registry.py \
-	tests/test_processor_failures.py tests/test_tasks.py tests/http tests/redrive
+	tests/test_processor_failures.py tests/test_tasks.py tests/http tests/redrive \
+	tests/ojs/test_layer.py tests/ojs/test_unique.py tests/ojs/test_conformance.py
 # The core of the suite, for a second server binary in CI.
 CORE_TESTS := $(FLOOR_TESTS) tests/test_cluster.py tests/test_cluster_moves.py \
 	tests/test_hash_tags.py tests/test_dead_letter_lifecycle.py tests/test_worker_recovery.py

@@ -9,6 +9,7 @@ get their own, larger bound (see ``_scripts.execute``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -117,6 +118,20 @@ def _connect_cluster(url: str, max_connections: int | None) -> RedisCluster:
         )
     except ValueError as exc:  # the URL itself is not named: it may hold a password
         raise ValueError(f"connection is not a usable Redis Cluster URL: {exc}") from None
+
+
+async def ready(client: Client) -> None:
+    """Have a Redis Cluster client learn the cluster's layout now, and settle: a fresh client
+    that many commands use at once may close a connection under a command still opening it
+    (redis-py's lazy reconnects after its first discovery), which surfaces as an
+    ``AttributeError``. A plain client needs nothing."""
+    if not isinstance(client, RedisCluster):
+        return
+    await client.initialize()
+    await client.ping()  # the default node's connection, renewed after the discovery
+    pending = list(getattr(client.nodes_manager, "_background_tasks", ()))
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def is_cluster(client: Client) -> bool:

@@ -10,10 +10,10 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 from fastapi import FastAPI
 
 from lazarus import Queue
@@ -82,17 +82,13 @@ def ojs_process(redis_url: str) -> Iterator[OjsServer]:
 
 
 @pytest.fixture
-async def ojs_server(ojs_process: OjsServer, redis_url: str) -> AsyncIterator[OjsServer]:
+async def ojs_server(ojs_process: OjsServer, raw: Any) -> OjsServer:
     """The server, up, with none of its prefix's keys left from an earlier test."""
     await _wait_for_health(ojs_process)
-    client = aioredis.Redis.from_url(redis_url)
-    try:
-        keys = [k async for k in client.scan_iter(match=f"{ojs_process.prefix}:*", count=1000)]
-        if keys:
-            await client.unlink(*keys)
-        yield ojs_process
-    finally:
-        await client.aclose()
+    keys = [k async for k in raw.scan_iter(match=f"{ojs_process.prefix}:*", count=1000)]
+    if keys:
+        await raw.unlink(*keys)
+    return ojs_process
 
 
 async def _wait_for_health(server: OjsServer, timeout: float = 30.0) -> None:

@@ -15,6 +15,7 @@ from lazarus.http import create_app
 from lazarus.ojs.envelope import new_id
 from lazarus.ojs.jobs import MAX_BATCH
 
+from ..conftest import ON_CLUSTER
 from ..faults import Proxy
 from .test_input import stored
 
@@ -246,6 +247,7 @@ class Refuser(Proxy):
             self._tasks.discard(task)
 
 
+@pytest.mark.skipif(ON_CLUSTER, reason="the proxy fronts a single Redis server")
 async def test_a_batch_whose_writes_fail_partway_is_taken_back(redis_url: str, prefix: str) -> None:
     # Given a server whose Redis refuses to add jobs to the queue 'locked' (its keys are out
     # of the server's reach), and a batch for 'mail' first, then 'locked'

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 
 from .. import __version__
-from .._connection import Client
+from .._connection import Client, ready
 from ..operators import Operators
 from .auth import Credentials, Throttle
 from .guard import DEFAULT_MAX_BODY, LOOPBACK_HOSTS, Guard, GuardSettings
@@ -104,6 +104,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         assert ojs_upkeep is not None
+        await ready(ops.client)  # before the upkeep and the first requests use it at once
         if recorded is not None:
             await recorded.check()  # refuse to start on a record behind this lazarus
         stop = asyncio.Event()
@@ -140,7 +141,7 @@ def create_app(
         app, ops, dead_letter_queue=dead_letter_queue or DEFAULT_DEAD_LETTER_QUEUE,
         test_hooks=ojs_test_hooks,
     )  # fmt: skip
-    app.add_middleware(Guard, settings=settings, audit=app.state.audit)
+    app.add_middleware(Guard, settings=settings, audit=app.state.audit, client=ops.client)
     return app
 
 

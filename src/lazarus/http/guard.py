@@ -24,6 +24,7 @@ import re
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .._connection import Client, ready
 from ..audit import AuditTrail
 from ..masking import payloads_visible
 from .audit import summarize
@@ -88,10 +89,14 @@ def _client(scope: Scope) -> str:
 class Guard:
     """The middleware; see the module's docstring."""
 
-    def __init__(self, app: ASGIApp, settings: GuardSettings, audit: AuditTrail) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: GuardSettings, audit: AuditTrail, client: Client
+    ) -> None:
         self.app = app
         self.settings = settings
         self.audit = audit
+        self.client = client
+        self._ready = False  # the client is ready for requests at once (_connection.ready)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -108,6 +113,9 @@ class Guard:
             if self._audited(method, path):
                 await self.audit.record(summarize(scope, principal, status, b"", b""))
             return
+        if not self._ready:
+            await ready(self.client)
+            self._ready = True
         token = payloads_visible.set(principal is None or principal.payloads)
         try:
             await self._call(scope, receive, send, method, path)

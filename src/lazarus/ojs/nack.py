@@ -1,7 +1,8 @@
 """NACK: a failed attempt, decided by the job's OJS retry policy in Python and carried out by
 one engine script: ``retry_job`` (after the computed delay), ``fail_job`` (discard) or
-``dead_letter_job`` (into the server's dead letter queue), or ``release_job`` for a worker
-that hands a job back unrun (``requeue``)."""
+``dead_letter_job`` (into the server's dead letter queue; on Redis Cluster, with the dead
+letter queue in another slot, a move in steps, :func:`lazarus._moves.dead_letter`), or
+``release_job`` for a worker that hands a job back unrun (``requeue``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import contextlib
 import json
 from typing import Any
 
-from .. import _scripts
+from .. import _moves, _scripts
 from .._keys import new_dead_letter_id
 from .backend import MEMO_LOCK_MS, Backend, Loaded
 from .errors import OjsError
@@ -17,6 +18,10 @@ from .retry import Decision, decide, parse_policy
 from .states import iso
 from .workers import held, refused
 from .workflows import job_ended
+
+# Seconds a dead letter's move into another cluster slot may take before the NACK answers;
+# past them the server's upkeep finishes it (_moves.sweep).
+MOVE_WITHIN = 5.0
 
 
 def error_entry(error: Any, attempt: int, now: int) -> dict[str, Any]:
@@ -138,11 +143,16 @@ async def _end(
         dlq = backend.keys(backend.dead_letter_queue)
         await backend.client.sadd(dlq.dead_letter_registry, backend.dead_letter_queue)
         dl_id = new_dead_letter_id()
-        reply = await _scripts.load("dead_letter_job")(
-            backend.client, [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo],
-            [loaded.id, token, now, *failure, reason, loaded.queue, backend.dead_letter_queue,
-             dl_id, *tail],
-        )  # fmt: skip
+        args = [loaded.id, token, now, *failure, reason, loaded.queue,
+                backend.dead_letter_queue, dl_id, *tail]  # fmt: skip
+        if _moves.crosses(backend.client, keys, dlq):  # another cluster slot: in steps
+            reply = await _moves.dead_letter(
+                backend.client, keys, dlq, job_keys, memo, args, backend.max_events, MOVE_WITHIN
+            )
+        else:
+            reply = await _scripts.load("dead_letter_job")(
+                backend.client, [*job_keys, *dlq.dead_letter_group, dlq.job(dl_id), memo], args
+            )
         extra = {"dead_letter_queue": backend.dead_letter_queue, "dead_letter_id": dl_id}
     else:
         keep = loaded.job.opts.keep_failed.args() if loaded.job else [-1, -1, 0]

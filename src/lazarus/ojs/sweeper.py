@@ -96,11 +96,13 @@ class Sweeper:
         for raw in await backend.client.smembers(records.queues):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
             keys = backend.keys(name)
+            # A dead letter queue in another cluster slot: the sweep records moves (_moves).
+            across = _moves.crosses(backend.client, keys, dlq)
+            target = [keys.moves] if across else [*dlq.dead_letter_group, dlq.job_prefix]
             _, _, dead, _, moves = await _scripts.load("sweep_stalled")(
-                backend.client,
-                [*keys.group, keys.failed, *dlq.dead_letter_group, dlq.job_prefix],
+                backend.client, [*keys.group, keys.failed, *target],
                 [backend.now(), MAX_STALLED, backend.max_events, name,
-                 backend.dead_letter_queue, SWEEP_BATCH, 0, CALL_BUDGET_US],
+                 backend.dead_letter_queue, SWEEP_BATCH, int(across), CALL_BUDGET_US],
             )  # fmt: skip
             for move_id in moves:  # a replay of another dead letter queue goes back there
                 await _moves.finish(backend.client, keys, _text(move_id), backend.max_events)
