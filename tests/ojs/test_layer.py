@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from lazarus import Job, Queue, Worker, _scripts
+from lazarus import Job, Queue, Worker, _moves, _scripts
 from lazarus.cli import main
 from lazarus.http import create_app
 from lazarus.ojs import Backend
@@ -21,6 +21,7 @@ from lazarus.ojs.backend import FETCH_MEMO_MS, MEMO_LOCK_MS
 from lazarus.ojs.envelope import MAX_VISIBILITY_MS
 from lazarus.ojs.records import RECORD_KEEP_MS, now_ms
 from lazarus.ojs.sweeper import Sweeper
+from lazarus.ojs.workers import MAX_STALLED
 
 from ..conftest import ON_CLUSTER, wait_for_state, wait_until
 from ..faults import ReplyDropper
@@ -82,6 +83,42 @@ async def test_an_exhausted_nack_dead_letters_into_the_configured_queue(
     assert [e["message"] for e in ojs["errors"]] == ["smtp down"]
 
 
+@pytest.mark.skipif(not ON_CLUSTER, reason="a move between cluster slots")
+async def test_a_nack_cut_short_between_the_steps_of_its_move_is_finished_by_the_upkeep(
+    client: httpx.AsyncClient, app: FastAPI, redis_url: str, prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Given a remote worker holding a job whose dead letter queue is in another cluster slot
+    backend = backend_of(app)
+    assert _moves.crosses(backend.client, backend.keys("mail"), backend.keys(DLQ))
+    job_id = await enqueue(client, retry=RETRY_ONCE)
+    assert [j["id"] for j in await fetch(client)] == [job_id]
+
+    # When its nack dead-letters it, and the server stops after the move's first step
+    async def cut(*args: Any) -> bool:
+        raise ConnectionError("the server died here")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_moves, "finish", cut)
+        error = {"code": "handler_error", "message": "smtp down"}
+        nack = await client.post("/ojs/v1/workers/nack", json={"job_id": job_id, "error": error})
+    assert nack.json()["state"] == "discarded"
+    async with Queue(DLQ, connection=redis_url, prefix=prefix) as dead:
+        assert await dead.find_dead_letter_by_original_id(job_id) is None  # on its way
+
+        # Then the server's upkeep finishes the move: the job is a dead letter, once
+        sweeper = Sweeper(backend, records_pause=0)
+
+        async def arrived() -> bool:
+            await sweeper.tick()
+            return await dead.find_dead_letter_by_original_id(job_id) is not None
+
+        await wait_until(arrived, 15, "the upkeep to finish the move")
+        assert await dead.count_dead_letters() == 1
+    async with Queue("mail", connection=redis_url, prefix=prefix) as mail:
+        assert await mail.get_job(job_id) is None
+
+
 async def test_a_job_a_remote_worker_abandons_is_recovered(
     client: httpx.AsyncClient, app: FastAPI
 ) -> None:
@@ -140,6 +177,39 @@ async def test_a_worker_of_the_queue_sweeps_a_remote_job_under_the_servers_stall
     finally:
         hold.set()
         await worker.close()
+
+
+async def test_a_job_whose_lease_lapses_past_the_limit_is_dead_lettered_by_the_upkeep(
+    client: httpx.AsyncClient, app: FastAPI, redis_url: str, prefix: str
+) -> None:
+    # Given a job fetched under a 50 ms lease, never reported on, fetched again each time the
+    # upkeep made it available (on a cluster its dead letter queue is in another slot)
+    job_id = await enqueue(client, visibility_timeout_ms=50)
+    sweeper = Sweeper(backend_of(app), records_pause=0)
+
+    async def state_is(state: str) -> bool:
+        await sweeper.tick()
+        return (await state_of(client, job_id))["state"] == state
+
+    for attempt in range(1, MAX_STALLED + 1):
+        assert [j["attempt"] for j in await fetch(client, "gone")] == [attempt]
+        await wait_until(lambda: state_is("available"), message=f"lapse {attempt}")
+
+    # When its lease lapses once more than the server allows
+    assert [j["id"] for j in await fetch(client, "gone")] == [job_id]
+    await wait_until(lambda: state_is("discarded"), 15, "the stall past the limit")
+
+    # Then it is a dead letter of the server's dead letter queue, the stall its reason
+    async with Queue(DLQ, connection=redis_url, prefix=prefix) as dead:
+
+        async def arrived() -> bool:
+            await sweeper.tick()  # a move into another slot is finished by the upkeep
+            return await dead.find_dead_letter_by_original_id(job_id) is not None
+
+        await wait_until(arrived, 15, "the dead letter")
+        letter = await dead.find_dead_letter_by_original_id(job_id)
+    assert letter is not None and letter.dead_letter is not None
+    assert letter.dead_letter.reason == "stalled"
 
 
 @pytest.mark.parametrize("requeue", [False, True], ids=["fail", "requeue"])
