@@ -31,6 +31,7 @@ SWEEP_BATCH = 100
 RECORDS_PAUSE = 60.0  # seconds between two walks over the OJS index (Records.prune)
 TIMEOUTS_PER_TICK = 1000  # attempts past their timeout handled per tick, at most
 WORKFLOWS_EVERY = 1.0  # seconds between two steps of the walk over open workflows
+MOVES_EVERY = 5.0  # seconds between two looks for moves a crash cut short
 
 
 class Sweeper:
@@ -88,11 +89,11 @@ class Sweeper:
         records = backend.records
         dlq = backend.keys(backend.dead_letter_queue)
         loop = asyncio.get_running_loop()
-        # Moves a crash cut short (the ones a sweep records, it finishes at once): a look
-        # now and then is enough.
+        # Moves a crash cut short (the ones a sweep records, it finishes at once; a nack's
+        # dead letter into another cluster slot): a look every few seconds, one HSCAN a queue.
         moves_due = loop.time() >= self._moves_at
         if moves_due:
-            self._moves_at = loop.time() + self._records_pause
+            self._moves_at = loop.time() + min(MOVES_EVERY, self._records_pause)
         for raw in await backend.client.smembers(records.queues):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
             keys = backend.keys(name)
