@@ -32,20 +32,20 @@ end
 -- unless the dead letter queue's meta hash sets 'maxReplays'.
 local DEFAULT_MAX_REPLAYS = 5
 
--- replay_record(src, id, dlq, dlq_name): the hash key and id of the dead letter that job `id`
--- of src is a replay of, when that dead letter is in dlq (named dlq_name), still waits for
--- this very job (status processing, dlq:replayJob = id); else nil. Its key is built from the
--- store prefix, in the dead letter queue's own hash tag, as a job id is appended to a prefix.
-local function replay_record(src, id, dlq, dlq_name)
-  local f = redis.call('HMGET', src.job_prefix .. id, 'replayOf', 'replayDlq')
-  if not f[1] or f[2] ~= dlq_name then return nil end
-  local rec_key = string.sub(dlq.dl, 1, -4) .. 'job:' .. f[1]
+-- replay_record(id, replay_of, replay_dlq, dlq, dlq_name): the hash key and id of the dead
+-- letter that job `id` is a replay of (its replayOf and replayDlq fields), when that dead
+-- letter is in dlq (named dlq_name), still waits for this very job (status processing,
+-- dlq:replayJob = id); else nil. Its key is built from the store prefix, in the dead letter
+-- queue's own hash tag, as a job id is appended to a prefix.
+local function replay_record(id, replay_of, replay_dlq, dlq, dlq_name)
+  if not replay_of or replay_dlq ~= dlq_name then return nil end
+  local rec_key = string.sub(dlq.dl, 1, -4) .. 'job:' .. replay_of
   local rec = redis.call('HMGET', rec_key, 'dlq:replayJob', 'dlq:status')
   if rec[1] ~= id or rec[2] ~= 'processing' then return nil end
   -- And in the store's processing index: a whole-store purge detaches the index first and
   -- deletes the hash after, so a hash alone may be on its way out.
-  if not redis.call('ZSCORE', dlq.dl .. 'i:s:processing', f[1]) then return nil end
-  return rec_key, f[1]
+  if not redis.call('ZSCORE', dlq.dl .. 'i:s:processing', replay_of) then return nil end
+  return rec_key, replay_of
 end
 
 -- return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name, dlq_name, maxlen):
@@ -102,14 +102,14 @@ end
 -- id of the dead letter that holds the job now.
 local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
   metrics_count(src, 'f', now)
-  local rec_key, rec_id = replay_record(src, id, dlq, dlq_name)
-  local held = rec_key and return_to_record(src, id, dlq, rec_key, rec_id, now, reason,
-    source_name, dlq_name, maxlen)
-  if held then return held end
   local key = src.job_prefix .. id
   local f = redis.call('HMGET', key, 'name', 'data', 'opts', 'timestamp', 'failedReason',
     'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm',
-    'progress')
+    'progress', 'replayOf', 'replayDlq', 'deid')
+  local rec_key, rec_id = replay_record(id, f[15], f[16], dlq, dlq_name)
+  local held = rec_key and return_to_record(src, id, dlq, rec_key, rec_id, now, reason,
+    source_name, dlq_name, maxlen)
+  if held then return held end
   redis.call('HSET', dl_key,
     'name', f[1] or '', 'data', f[2],
     'dlq:sourceQueue', source_name, 'dlq:originalJobId', id, 'dlq:failedReason', f[5] or '',
@@ -128,7 +128,7 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   end
   store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
   redis.call('ZADD', dlq.marker, 0, '0')
-  dedup_release(src.job_prefix, id, true)
+  dedup_release(src.job_prefix, id, true, f[17] or false)
   move_logs(key, dl_key)
   bury(key, now, f[4])
   redis.call('DEL', key)
@@ -157,8 +157,8 @@ end
 local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
   metrics_count(src, 'f', now)
   local key = src.job_prefix .. id
-  local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade', 'timestamp')
-  dedup_release(src.job_prefix, id, true)
+  local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade', 'timestamp', 'deid')
+  dedup_release(src.job_prefix, id, true, f[4] or false)
   if remove_now == 1 then
     drop_job(key, now, f[3])
   else
