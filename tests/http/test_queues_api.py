@@ -168,10 +168,12 @@ async def test_health_with_no_queues_reports_zero_queues(client: httpx.AsyncClie
     }  # fmt: skip
 
 
-@pytest.fixture
-async def unreachable() -> AsyncIterator[httpx.AsyncClient]:
-    """A client of an app whose Redis cannot be reached."""
-    app = create_app(connection=UNREACHABLE, prefix="p", token="t" * 16)
+@pytest.fixture(params=["redis", "cluster"])
+async def unreachable(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of an app whose Redis (or Redis Cluster) cannot be reached."""
+    url = UNREACHABLE.replace("redis://", "redis+cluster://", 1)
+    app = create_app(connection=url if request.param == "cluster" else UNREACHABLE,
+                     prefix="p", token="t" * 16)  # fmt: skip
     transport = httpx.ASGITransport(app=app)
     headers = {"Authorization": f"Bearer {'t' * 16}"}
     async with httpx.AsyncClient(

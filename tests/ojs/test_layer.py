@@ -515,3 +515,18 @@ def test_serve_refuses_a_dead_letter_queue_name_that_is_not_a_queue_name() -> No
 
     assert result.exit_code == 2
     assert "dead_letter_queue" in result.output
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:1/0", "redis+cluster://127.0.0.1:1"])
+async def test_a_request_while_redis_is_unreachable_is_a_retryable_503(url: str) -> None:
+    # Given a server whose Redis (or Redis Cluster) cannot be reached
+    app = create_app(connection=url, prefix="p", auth=False)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        # When a worker fetches
+        response = await client.post("/ojs/v1/workers/fetch", json={"queues": ["mail"]})
+
+    # Then the answer says the backend is away, and to try again
+    assert response.status_code == 503, response.text
+    assert response.json()["error"]["code"] == "backend_error"
+    assert response.json()["error"]["retryable"] is True

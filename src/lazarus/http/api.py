@@ -26,8 +26,10 @@ import logging
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisClusterException
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .._connection import cluster_unreachable
 from ..errors import (
     JobExistsError,
     JobNotFoundError,
@@ -126,7 +128,7 @@ async def _library_error(_request: Request, exc: Exception) -> JSONResponse:
     for kind, status, code in _LIBRARY_ERRORS:
         if isinstance(exc, kind):
             return error_response(status, code, str(exc))
-    if isinstance(exc, REDIS_DOWN):
+    if isinstance(exc, REDIS_DOWN) or cluster_unreachable(exc):
         return error_response(503, "redis_unavailable", str(exc))
     log.error("unexpected lazarus error", exc_info=exc)
     return error_response(500, "internal_error", f"{type(exc).__name__}: {exc}")
@@ -152,6 +154,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(LazarusError, _library_error)
-    for kind in REDIS_DOWN:
+    for kind in (*REDIS_DOWN, RedisClusterException):  # a cluster with no node reachable
         app.add_exception_handler(kind, _library_error)
     app.add_exception_handler(Exception, _internal_error)

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .._connection import cluster_unreachable
 from ..http._deps import REDIS_DOWN, ApiError
 
 log = logging.getLogger("lazarus.ojs")
@@ -121,7 +122,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, REDIS_DOWN):
+    if isinstance(exc, REDIS_DOWN) or cluster_unreachable(exc):
         error = OjsError(503, "backend_error", str(exc), retryable=True)
     else:
         log.error("unexpected error in an OJS route", exc_info=exc)
