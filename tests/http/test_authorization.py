@@ -122,6 +122,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("GET", "/ojs/v1/admin/workers"): V,
     ("GET", "/ojs/v1/admin/workers/{worker_id}"): V,
     ("POST", "/ojs/v1/admin/workers/{worker_id}/quiet"): OP,
+    ("DELETE", "/ojs/v1/admin/workers/{worker_id}"): OP,
     ("POST", "/ojs/v1/workflows"): OP,
     ("GET", "/ojs/v1/workflows/{workflow_id}"): V,
     ("DELETE", "/ojs/v1/workflows/{workflow_id}"): OP,

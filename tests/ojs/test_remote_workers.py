@@ -1,5 +1,5 @@
 """Remote OJS workers in lazarus's workers registry, and the admin's quiet directive
-(``lazarus.ojs.remote_workers``; ojs-admin-api 9.1-9.3)."""
+(``lazarus.ojs.remote_workers``; ojs-admin-api 9.1-9.4)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from lazarus import Queue
+from lazarus.ojs.sweeper import Sweeper
 from lazarus.workers import list_workers
 
+from ..conftest import wait_until
 from .test_admin import enqueue
+from .test_layer import backend_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -114,3 +118,87 @@ async def test_quieting_a_worker_that_is_not_live_is_a_404_and_writes_nothing(
     assert response.json()["error"]["details"] == {"worker_id": "nobody"}
     assert await raw.exists(f"{prefix}:ojs:directive:nobody") == 0
     assert (await client.get("/ojs/v1/admin/workers/nobody")).status_code == 404
+
+
+async def lapse(mail: Queue, worker_id: str) -> None:
+    """Let the registration of ``worker_id`` lapse, as three missed heartbeats would."""
+    await mail.client.zadd(mail.keys.workers, {worker_id: 1})
+
+
+async def test_deregistering_a_lapsed_worker_sends_the_jobs_it_holds_back_at_once(
+    client: httpx.AsyncClient, app: FastAPI, mail: Queue
+) -> None:
+    # Given a remote worker that fetched two jobs under an hour's lease, then fell silent
+    first, second = await enqueue(client), await enqueue(client)
+    response = await client.post("/ojs/v1/workers/fetch", json={
+        "queues": ["mail"], "count": 2, "worker_id": "w-gone",
+        "visibility_timeout_ms": 3_600_000})  # fmt: skip
+    assert len(response.json()["jobs"]) == 2
+    await lapse(mail, "w-gone")
+
+    # When the admin deregisters it
+    response = await client.delete("/ojs/v1/admin/workers/w-gone")
+
+    # Then both jobs are let go, and the server's next sweep makes them available again,
+    # and the worker is forgotten
+    assert response.status_code == 200, response.text
+    assert sorted(response.json()["rescheduled_job_ids"]) == sorted([first, second])
+    await Sweeper(backend_of(app)).tick()
+    for job_id in (first, second):
+        job = (await client.get(f"/ojs/v1/jobs/{job_id}")).json()["job"]
+        assert (job["state"], job["attempt"]) == ("available", 1)
+    assert await mail.client.hexists(mail.keys.workers_info, "w-gone") == 0
+    assert (await client.delete("/ojs/v1/admin/workers/w-gone")).status_code == 404
+
+
+async def test_a_live_worker_is_not_deregistered_and_keeps_its_jobs(
+    client: httpx.AsyncClient, app: FastAPI, mail: Queue
+) -> None:
+    # Given a remote worker holding a job, beating
+    job_id = await enqueue(client)
+    assert await fetch(client, "w-live") == [job_id]
+
+    # When the admin tries to deregister it
+    response = await client.delete("/ojs/v1/admin/workers/w-live")
+
+    # Then it is refused, naming the worker, and the job stays the worker's
+    assert response.status_code == 409, response.text
+    assert response.json()["error"]["details"] == {"worker_id": "w-live"}
+    await Sweeper(backend_of(app)).tick()
+    assert (await client.get(f"/ojs/v1/jobs/{job_id}")).json()["job"]["state"] == "active"
+    ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "w-live"})
+    assert ack.status_code == 200, ack.text
+
+
+async def test_deregistering_leaves_alone_a_job_another_worker_holds_now(
+    client: httpx.AsyncClient, app: FastAPI, mail: Queue
+) -> None:
+    # Given a job a remote worker let lapse, that another worker fetched since
+    job_id = await enqueue(client, visibility_timeout_ms=50)
+    assert await fetch(client, "w-old") == [job_id]
+    sweeper = Sweeper(backend_of(app))
+
+    async def available() -> bool:
+        await sweeper.tick()
+        job = (await client.get(f"/ojs/v1/jobs/{job_id}")).json()["job"]
+        return bool(job["state"] == "available")
+
+    await wait_until(available, message="the lapsed lease swept")
+    assert await fetch(client, "w-new") == [job_id]
+    await lapse(mail, "w-old")
+
+    # When the first worker is deregistered
+    response = await client.delete("/ojs/v1/admin/workers/w-old")
+
+    # Then nothing of the other worker's is let go
+    assert response.status_code == 200, response.text
+    assert response.json()["rescheduled_job_ids"] == []
+    ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "w-new"})
+    assert ack.status_code == 200, ack.text
+
+
+async def test_deregistering_an_unknown_worker_is_a_404(client: httpx.AsyncClient) -> None:
+    response = await client.delete("/ojs/v1/admin/workers/nobody")
+
+    assert response.status_code == 404, response.text
+    assert response.json()["error"]["details"] == {"worker_id": "nobody"}

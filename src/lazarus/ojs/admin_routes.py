@@ -195,6 +195,27 @@ async def admin_worker(worker_id: str, backend: OjsBackend, dead: Dead) -> Respo
     return ojs_json(await admin.worker_detail(backend, dead.view, worker_id))
 
 
+@router.delete("/workers/{worker_id}", dependencies=_AUTH)
+async def admin_deregister_worker(worker_id: str, backend: OjsBackend, dead: Dead) -> Response:
+    """Deregister a worker that missed its heartbeat deadline: the jobs it still holds go back
+    to their queues at once. 409 for a live worker (quiet it first), 404 for one no queue knows
+    that holds nothing."""
+    names = (await queue_names(backend, dead.view))[: admin.MAX_QUEUES]
+    try:
+        await admin.worker_detail(backend, dead.view, worker_id)
+    except OjsError:
+        pass  # not live: what a deregistration asks for
+    else:
+        raise OjsError(409, "conflict", f"worker {worker_id!r} is live: quiet it, and "
+                       "deregister it once it stops beating",
+                       details={"worker_id": worker_id})  # fmt: skip
+    known, released = await remote_workers.release(backend, names, worker_id)
+    if not known and not released:
+        raise OjsError(404, "not_found", f"no worker {worker_id!r}",
+                       details={"worker_id": worker_id})  # fmt: skip
+    return ojs_json({"id": worker_id, "deregistered": True, "rescheduled_job_ids": released})
+
+
 @router.post("/workers/{worker_id}/quiet", dependencies=_AUTH)
 async def admin_quiet_worker(worker_id: str, backend: OjsBackend, dead: Dead) -> Response:
     """Tell a live worker to fetch no more jobs: its next heartbeat answers ``quiet``."""

@@ -14,6 +14,11 @@ fetch without a ``worker_id`` is no worker's and is not registered.
 ``POST /admin/workers/{id}/quiet`` (ojs-admin-api 9.3) keeps the directive ``quiet`` for the
 worker (``<prefix>:ojs:directive:<id>``, :data:`DIRECTIVE_KEEP_MS`): its heartbeats answer
 ``quiet``, and its fetches get no jobs, while it finishes those it holds.
+
+``DELETE /admin/workers/{id}`` (9.4) deregisters a worker that missed its heartbeat deadline
+(:func:`release`): the jobs it still holds go back to their queues at once, as if their
+leases had lapsed (each a stall, swept by the server's upkeep within 250 ms), instead of
+waiting out visibility timeouts that may last a day.
 """
 
 from __future__ import annotations
@@ -22,11 +27,14 @@ import time
 import weakref
 from typing import Any
 
+from .. import _scripts
 from .. import workers as registry
+from .._codec import text as _text
 from .._connection import now_ms
 from .backend import Backend
 
 MAX_JOBS_KEPT = 100  # active job ids kept in a remote worker's details
+MAX_ACTIVE_READ = 10_000  # active jobs of one queue looked at by a deregistration, at most
 DIRECTIVE_KEEP_MS = 24 * 3600 * 1000  # how long a quiet directive waits for its worker
 _FORGET_AFTER = 60.0  # seconds: what this process remembers of a worker gone quiet as long
 
@@ -103,3 +111,37 @@ async def directive(backend: Backend, worker_id: str) -> str | None:
     """The directive the admin left for ``worker_id`` (``quiet``), if any."""
     value: Any = await backend.client.get(directive_key(backend, worker_id))
     return "quiet" if value == "quiet" else None
+
+
+async def release(backend: Backend, queues: list[str], worker_id: str) -> tuple[bool, list[str]]:
+    """Deregister worker ``worker_id`` from ``queues`` and expire the leases of the jobs it
+    still holds in them (their OJS records name it, under the token the engine still has):
+    whether any queue had registered it (live or lapsed), and the ids of the jobs let go."""
+    known, released = False, []
+    for name in queues:
+        keys = backend.keys(name)
+        async with backend.client.pipeline(transaction=True) as pipe:
+            pipe.zrem(keys.workers, worker_id)
+            pipe.hdel(keys.workers_info, worker_id)
+            known = any(await pipe.execute()) or known
+        active = [
+            _text(i) for i in await backend.client.lrange(keys.active, 0, MAX_ACTIVE_READ - 1)
+        ]
+        if not active:
+            continue
+        async with backend.client.pipeline(transaction=False) as pipe:
+            for job_id in active:
+                pipe.hmget(backend.records.key(name, job_id), ["worker_id", "token"])
+            held = await pipe.execute()
+        pairs: list[str] = []
+        for job_id, (holder, token) in zip(active, held, strict=True):
+            if holder is not None and _text(holder) == worker_id and token is not None:
+                pairs += [job_id, _text(token)]
+        if pairs:  # a lease that moved on meanwhile is not the worker's any more: left alone
+            lost, _, _ = await _scripts.load("extend_locks")(
+                backend.client, [keys.leases, keys.job_prefix], [backend.now() - 1, *pairs]
+            )
+            gone = {_text(i) for i in lost}
+            released += [j for j in pairs[::2] if j not in gone]
+    await backend.client.delete(directive_key(backend, worker_id))
+    return known, released
