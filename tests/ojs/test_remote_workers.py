@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from lazarus import Queue
+from lazarus import Queue, Worker
 from lazarus.ojs.sweeper import Sweeper
 from lazarus.workers import list_workers
 
@@ -202,3 +202,27 @@ async def test_deregistering_an_unknown_worker_is_a_404(client: httpx.AsyncClien
 
     assert response.status_code == 404, response.text
     assert response.json()["error"]["details"] == {"worker_id": "nobody"}
+
+
+async def test_quieting_an_in_process_worker_is_refused_and_writes_nothing(
+    client: httpx.AsyncClient, mail: Queue, redis_url: str, prefix: str, raw: Any
+) -> None:
+    # Given a live lazarus Worker of the queue, which hears no directive
+    worker = Worker("mail", lambda job: None, connection=redis_url, prefix=prefix)
+    try:
+
+        async def registered() -> bool:
+            return bool(await list_workers(mail.client, mail.keys))
+
+        await wait_until(registered, message="the worker's registration")
+        (listed,) = await list_workers(mail.client, mail.keys)
+
+        # When the admin tries to quiet it
+        response = await client.post(f"/ojs/v1/admin/workers/{listed.name}/quiet")
+
+        # Then it is refused, naming the worker, and no directive waits for it
+        assert response.status_code == 409, response.text
+        assert response.json()["error"]["details"] == {"worker_id": listed.name}
+        assert await raw.exists(f"{prefix}:ojs:directive:{listed.name}") == 0
+    finally:
+        await worker.close()

@@ -218,7 +218,12 @@ async def admin_deregister_worker(worker_id: str, backend: OjsBackend, dead: Dea
 
 @router.post("/workers/{worker_id}/quiet", dependencies=_AUTH)
 async def admin_quiet_worker(worker_id: str, backend: OjsBackend, dead: Dead) -> Response:
-    """Tell a live worker to fetch no more jobs: its next heartbeat answers ``quiet``."""
+    """Tell a live remote worker to fetch no more jobs: its next heartbeat answers ``quiet``.
+    An in-process lazarus worker hears no directive: refused with 409, nothing written."""
     worker = await admin.worker_detail(backend, dead.view, worker_id)  # 404 when not live
+    if not worker["remote"]:
+        raise OjsError(409, "conflict", f"worker {worker_id!r} is an in-process lazarus worker, "
+                       "which hears no directive: stop it with SIGTERM (it finishes its jobs)",
+                       details={"worker_id": worker_id})  # fmt: skip
     await remote_workers.quiet(backend, worker_id)
     return ojs_json({**worker, "state": "quiet"})
