@@ -128,7 +128,7 @@ async def _library_error(_request: Request, exc: Exception) -> JSONResponse:
     for kind, status, code in _LIBRARY_ERRORS:
         if isinstance(exc, kind):
             return error_response(status, code, str(exc))
-    if isinstance(exc, REDIS_DOWN) or cluster_unreachable(exc):
+    if isinstance(exc, REDIS_DOWN):
         return error_response(503, "redis_unavailable", str(exc))
     log.error("unexpected lazarus error", exc_info=exc)
     return error_response(500, "internal_error", f"{type(exc).__name__}: {exc}")
@@ -144,6 +144,10 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _internal_error(_request: Request, exc: Exception) -> JSONResponse:
+    if cluster_unreachable(exc):  # a Redis Cluster with no node reachable: Redis is down
+        return error_response(503, "redis_unavailable", str(exc))
+    if isinstance(exc, RedisClusterException):  # handled here, so not logged on the way out
+        log.error("unexpected Redis Cluster error", exc_info=exc)
     return error_response(500, "internal_error", "internal error; see the server's log")
 
 
@@ -154,6 +158,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(LazarusError, _library_error)
-    for kind in (*REDIS_DOWN, RedisClusterException):  # a cluster with no node reachable
+    for kind in REDIS_DOWN:
         app.add_exception_handler(kind, _library_error)
+    app.add_exception_handler(RedisClusterException, _internal_error)  # handled, not re-raised
     app.add_exception_handler(Exception, _internal_error)

@@ -120,13 +120,13 @@ async def release(backend: Backend, queues: list[str], worker_id: str) -> tuple[
     known, released = False, []
     for name in queues:
         keys = backend.keys(name)
-        async with backend.client.pipeline(transaction=True) as pipe:
+        async with backend.client.pipeline(transaction=True) as pipe:  # one slot: the queue's
             pipe.zrem(keys.workers, worker_id)
             pipe.hdel(keys.workers_info, worker_id)
-            known = any(await pipe.execute()) or known
-        active = [
-            _text(i) for i in await backend.client.lrange(keys.active, 0, MAX_ACTIVE_READ - 1)
-        ]
+            pipe.lrange(keys.active, 0, MAX_ACTIVE_READ - 1)
+            left, forgotten, raw = await pipe.execute()
+        known = known or bool(left or forgotten)
+        active = [_text(i) for i in raw]
         if not active:
             continue
         async with backend.client.pipeline(transaction=False) as pipe:
