@@ -31,6 +31,9 @@ async def test_added_job_is_waiting_with_its_data_and_options(queue: Queue) -> N
     assert stored.attempts_made == 0
     assert stored.timestamp > 0
     assert await queue.get_job_state(job.id) == "waiting"
+    assert job == stored  # the job add returns is the job as written
+    await job.update_progress(50)  # and bound to its queue
+    assert (await queue.get_job(job.id) or job).progress == 50
 
 
 async def test_payload_round_trips_every_json_type_and_big_integers(queue: Queue) -> None:
@@ -161,6 +164,9 @@ async def test_add_bulk_adds_in_order(queue: Queue) -> None:
 
     assert len(jobs) == 1200
     assert [j.data for j in reversed(waiting)] == list(range(1200))
+    assert jobs[0].stacktrace is not jobs[1].stacktrace  # each job's lists are its own
+    assert jobs[0].attempts is not jobs[1].attempts
+    assert jobs[1_199] == await queue.get_job(jobs[1_199].id)
 
 
 async def test_queue_names_with_braces_are_rejected(redis_url: str) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -83,3 +87,31 @@ async def test_a_processor_span_is_a_child_of_the_attempt(
     finished = {s.name: s for s in spans.get_finished_spans()}
     inner, attempt = finished["inner"], finished["lazarus process jobs"]
     assert inner.parent is not None and inner.parent.span_id == attempt.context.span_id
+
+
+@pytest.mark.parametrize("how", ["set_tracer_provider", "environment"])
+def test_a_tracer_provider_the_api_sets_turns_spans_on(how: str) -> None:
+    """Without a provider, ``active`` reads the API's global instead of asking its getter;
+    a provider set after lazarus was imported, or named by the environment, still counts."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from lazarus import _tracing
+        seen = [_tracing.active()]
+        if sys.argv[1] == "set_tracer_provider":
+            from opentelemetry import trace
+            from opentelemetry.sdk.trace import TracerProvider
+            trace.set_tracer_provider(TracerProvider())
+        seen.append(_tracing.active())
+        print(*seen)
+        """
+    )
+    env = dict(os.environ)
+    env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
+    if how == "environment":
+        env["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
+    run = subprocess.run(
+        [sys.executable, "-c", script, how], env=env, capture_output=True, text=True, check=True
+    )
+    before = "True" if how == "environment" else "False"
+    assert run.stdout.split() == [before, "True"]

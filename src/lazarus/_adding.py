@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _codec, _scripts, _tracing
@@ -29,12 +30,15 @@ if TYPE_CHECKING:
 BULK_CHUNK = 250
 BULK_BYTES = 1024 * 1024
 BULK_IN_FLIGHT = 8
-_ADD_KEYS = {
+_ADD_KEYS = frozenset({
     "name", "data", "job_id", "attempts", "backoff", "delay", "priority",
     "remove_on_complete", "remove_on_fail", "timeout", "deduplication", "on_exhaustion", "run_at",
     "expires", "expires_at",
-}  # fmt: skip
+})  # fmt: skip
 _TIMES = ("run_at", "expires_at")  # moments, resolved into waits from the add's clock
+_NOT_OPTIONS = frozenset(("job_id", "deduplication", *_TIMES))  # not kept in JobOptions
+_NAME_AND_DATA = frozenset(("name", "data"))
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 
 
 class QueueAddingMixin:
@@ -59,8 +63,11 @@ class QueueAddingMixin:
             self, name: str, data: Any, options: Mapping[str, Any], value: Any
         ) -> Job: ...
 
-    def _prepare(self, name: object, data: Any, options: Mapping[str, Any]) -> _Prepared:
-        """Validate one job and build its script arguments; raises before any write."""
+    def _prepare(
+        self, name: object, data: Any, options: Mapping[str, Any], *, known: bool = False
+    ) -> _Prepared:
+        """Validate one job and build its script arguments; raises before any write.
+        ``known``: every key of ``options`` is an option of :meth:`add` (add's own call)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"job name must be a non-empty str, got {name!r}")
         if len(name) > MAX_JOB_NAME_LENGTH:
@@ -68,9 +75,8 @@ class QueueAddingMixin:
             raise ValueError(f"job name is {len(name)} characters long, over the limit of {limit}")
         if has_lone_surrogate(name):
             raise ValueError(f"job name {name!r} has a lone surrogate, which UTF-8 cannot encode")
-        unknown = set(options) - _ADD_KEYS
-        if unknown:
-            raise TypeError(f"unknown job options: {sorted(unknown)}")
+        if not known and not _ADD_KEYS.issuperset(options):
+            raise TypeError(f"unknown job options: {sorted(set(options) - _ADD_KEYS)}")
         job_id = options.get("job_id")
         job_id = new_id() if job_id is None else validate_job_id(job_id)
         dedup = Deduplication.parse(options.get("deduplication"))
@@ -81,9 +87,7 @@ class QueueAddingMixin:
             or isinstance(options.get("expires"), timedelta)
         ):
             options = resolve_delay(options, now_ms())
-        opts, opts_json = self._options(
-            {k: v for k, v in options.items() if k not in ("job_id", "deduplication", *_TIMES)}
-        )
+        opts, opts_json = self._options({k: v for k, v in options.items() if k not in _NOT_OPTIONS})
         if self.schema is not None:
             data = self.schema.stored(data)
         payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
@@ -156,7 +160,7 @@ class QueueAddingMixin:
         }  # fmt: skip
         if repeat is not None:
             return await self._add_repeatable(name, data, options, repeat)
-        return (await self._add_prepared([self._prepare(name, data, options)]))[0]
+        return (await self._add_prepared([self._prepare(name, data, options, known=True)]))[0]
 
     async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Add many jobs: each a mapping with ``name``, ``data`` and any option of :meth:`add`.
@@ -165,9 +169,14 @@ class QueueAddingMixin:
         """
         prepared = []
         for index, spec in enumerate(jobs):
-            if not isinstance(spec, Mapping) or "name" not in spec:
+            # type() first: isinstance against the Mapping ABC is slow, once per job
+            if not (type(spec) is dict or isinstance(spec, Mapping)) or "name" not in spec:
                 raise ValueError(f"jobs[{index}] must be a mapping with a 'name'")
-            options = {k: v for k, v in spec.items() if k not in ("name", "data")}
+            options = (
+                _NO_OPTIONS
+                if len(spec) <= 2 and ("data" in spec or len(spec) == 1)
+                else {k: v for k, v in spec.items() if k not in _NAME_AND_DATA}
+            )
             try:
                 prepared.append(self._prepare(spec["name"], spec.get("data"), options))
             except (TypeError, ValueError) as exc:
@@ -229,8 +238,12 @@ class QueueAddingMixin:
         return results
 
     def _built(self, prepared: list[_Prepared], now: int) -> list[Job]:
-        handle = self._job_handle
-        return [p.job(self.name, now).bind(handle) for p in prepared]
+        shared = Job._added_fields(self.name, now, self._job_handle)
+        added = Job._added
+        return [
+            added(shared, p.args[0], p.args[1], p.args[2], p.args[3], p.data, p.opts)
+            for p in prepared
+        ]
 
     async def _jobs_added(
         self, prepared: list[_Prepared], results: list[Any], built: list[Job]

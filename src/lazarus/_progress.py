@@ -10,6 +10,7 @@ a dead letter into its replay.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any
 
 from . import _codec, _scripts
@@ -83,8 +84,9 @@ class JobLogsMixin:
     schema: PayloadSchema | None
     _client: Client
 
-    @property
+    @functools.cached_property
     def _job_handle(self) -> JobHandle:
+        """Made once: what it holds is set when the queue is made (one job added made one)."""
         return JobHandle(
             self._client, self.keys, self.max_events, self.max_payload_bytes, self.schema
         )

@@ -16,6 +16,7 @@ is made and nothing is written.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 try:
@@ -26,11 +27,23 @@ except ImportError:  # pragma: no cover - the optional dependency is absent
     trace = None  # type: ignore[assignment]
 
 _propagator: Any = TraceContextTextMapPropagator() if trace is not None else None
+# Until a provider is set, get_tracer_provider() looks up its environment variable on every
+# call (a KeyError raised and caught: a few microseconds of every add). So the API's global
+# is read first; the getter is asked only when a provider is set, the variable was set when
+# lazarus was imported, or the getter is not the API's own (replaced, as tests do).
+_GETTER = trace.get_tracer_provider if trace is not None else None
+_FROM_ENVIRONMENT = trace is not None and "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def active() -> bool:
     """Whether spans are made: the API is installed and a real tracer provider is set."""
     if trace is None:
+        return False
+    if (
+        getattr(trace, "_TRACER_PROVIDER", True) is None
+        and not _FROM_ENVIRONMENT
+        and trace.get_tracer_provider is _GETTER
+    ):
         return False
     provider = trace.get_tracer_provider()
     return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))

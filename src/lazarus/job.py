@@ -103,6 +103,29 @@ class Job(JobActions):
             cls(**fields)  # raises the dataclass's TypeError naming it
         return job
 
+    @staticmethod
+    def _added_fields(queue_name: str, timestamp: int, handle: JobHandle) -> dict[str, Any]:
+        """The fields the jobs of one add share, for :meth:`_added`."""
+        return {**_JOB_DEFAULTS, "queue_name": queue_name, "timestamp": timestamp,
+                "_handle": handle}  # fmt: skip
+
+    @classmethod
+    def _added(
+        cls, shared: dict[str, Any], job_id: str, name: str, raw_data: str, opts_json: str,
+        data: Any, opts: JobOptions,
+    ) -> Job:  # fmt: skip
+        """A job as an add wrote it, bound: :meth:`_build` without its keyword arguments, for
+        every job of a bulk."""
+        job = object.__new__(cls)
+        state = job.__dict__
+        state.update(shared)
+        state["stacktrace"], state["attempts"] = [], []
+        state["id"], state["name"], state["raw_data"], state["opts_json"] = (
+            job_id, name, raw_data, opts_json
+        )  # fmt: skip
+        state["original_data"], state["opts"], state["priority"] = data, opts, opts.priority
+        return job
+
     @classmethod
     def from_fields(cls, job_id: str, f: Mapping[str, str], queue_name: str) -> Job:
         """Build a job from its hash fields (decoded to str)."""
