@@ -12,7 +12,10 @@ its commands written in one go, its replies read in order. This measures, for ``
   ``read_response`` (what a connection without hiredis takes, and what every call took
   before);
 - ``execute``: ``_scripts.execute``, the exchange with its pooled connection and retry policy
-  around it, as every script call goes.
+  around it, as every script call goes;
+- ``add``: ``Queue.add`` of the suite's ~100-byte payload (``workloads.payload``), a whole
+  add: what it costs above ``execute`` is the add's own work on the client (checking the
+  job, encoding it, the script call, the job it returns).
 
 The paths take turns, ``--rounds`` times ``--n`` round trips each, and the medians are
 printed: this machine's speed drifts over minutes, so alternating keeps them comparable.
@@ -34,7 +37,9 @@ from typing import Any
 import ceiling
 from hiredis import pack_command
 
-from lazarus import _scripts
+from workloads import payload
+
+from lazarus import Queue, _scripts
 from lazarus._connection import connect
 from lazarus._scripts import _wire
 from lazarus.embedded import EmbeddedRedis
@@ -46,10 +51,12 @@ async def _measure(url: str, n: int, rounds: int) -> dict[str, tuple[float, floa
     client: Any = connect(url)
     conn = await client.connection_pool.get_connection()
     limit = conn.socket_timeout
+    queue = Queue("exchange", connection=client)
     paths: dict[str, Callable[[], Awaitable[Any]]] = {
         "lazarus": lambda: _wire._exchange(conn, [PING], 1, limit),
         "redis-py": lambda: _wire._exchange_by_redis_py(conn, [PING], 1, limit),
         "execute": lambda: _scripts.execute(client, [("PING",)]),
+        "add": lambda: queue.add("job", payload(0)),
     }
     seen: dict[str, list[tuple[float, float]]] = {name: [] for name in ("floor", *paths)}
     try:
@@ -63,6 +70,7 @@ async def _measure(url: str, n: int, rounds: int) -> dict[str, tuple[float, floa
                 elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
                 seen[name].append((cpu / n * 1e6, elapsed / n * 1e6))
     finally:
+        await queue.close()
         await client.connection_pool.release(conn)
         await client.aclose()
     return {
