@@ -21,7 +21,7 @@ from . import _codec, _moves, _scripts
 from ._backoff import BackoffStrategy, retry_delay
 from ._connection import Client, now_ms
 from ._entry import NonRetryable, is_non_retryable
-from ._failure import failure_reason, format_stack
+from ._failure import failed_attempt, failure_reason, format_stack
 from ._keys import QueueKeys, new_dead_letter_id, validate_job_id
 from .errors import (
     DeadLetterError,
@@ -263,11 +263,9 @@ async def _fail(
     stack = json.dumps(
         format_stack(error, max_message_bytes=ctx.max_error_bytes, max_bytes=ctx.max_stack_bytes)
     )
-    attempt = json.dumps({
-        "attempt": job.attempts_started, "startedAt": job.processed_on or now,
-        "finishedAt": now, "worker": ctx.token_base, "outcome": "failed",
-        "error": reason, "errorType": error_type,
-    })  # fmt: skip
+    attempt = failed_attempt(
+        job.attempts_started, job.processed_on or now, now, ctx.token_base, reason, error_type
+    )
     failure = [reason, error_type, stack, attempt]
     terminal = (
         "undecodable" if claimed.undecodable

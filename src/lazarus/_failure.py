@@ -9,6 +9,7 @@ UTF-8 character boundaries.
 
 from __future__ import annotations
 
+import json
 import linecache
 import traceback
 
@@ -40,9 +41,43 @@ def format_stack(error: BaseException, *, max_message_bytes: int, max_bytes: int
             if line.strip():
                 lines.append(f"    {line.strip()}\n")
             tb = tb.tb_next
-        only = "".join(traceback.format_exception_only(type(cause), cause))
-        lines.append(cap_text(only, max_message_bytes, keep_newline=True))
+        lines.append(cap_text(exception_line(cause), max_message_bytes, keep_newline=True))
     return cap_middle("".join(lines), max_bytes)
+
+
+def exception_line(error: BaseException) -> str:
+    """What ``traceback.format_exception_only`` prints for ``error``, joined: for the usual
+    exception (no syntax error, no notes, a ``str`` that works) made here, without building
+    a ``TracebackException`` (a third of formatting a stack)."""
+    kind = type(error)
+    name, module = kind.__qualname__, kind.__module__
+    usual = getattr(error, "__notes__", None) is None and isinstance(module, str)
+    if usual and not isinstance(error, SyntaxError):
+        if module not in ("__main__", "builtins"):
+            name = f"{module}.{name}"
+        try:
+            message = str(error)
+        except Exception:  # traceback words this case itself
+            message = None
+        if message is not None:
+            return f"{name}: {message}\n" if message else f"{name}\n"
+    return "".join(traceback.format_exception_only(type(error), error))
+
+
+def failed_attempt(
+    attempt: int, started_at: int, finished_at: int, worker: str, error: str, error_type: str
+) -> str:
+    """The JSON record of a failed attempt, the text ``json.dumps`` makes of it (ASCII, its
+    separators), without building an encoder for every failure."""
+    return (
+        f'{{"attempt": {int(attempt)}, "startedAt": {int(started_at)}, '
+        f'"finishedAt": {int(finished_at)}, "worker": {_json_text(worker)}, '
+        f'"outcome": "failed", "error": {_json_text(error)}, '
+        f'"errorType": {_json_text(error_type)}}}'
+    )
+
+
+_json_text = json.encoder.encode_basestring_ascii
 
 
 def _chain(error: BaseException) -> list[BaseException]:
