@@ -36,7 +36,6 @@ from typing import Any
 
 import ceiling
 from hiredis import pack_command
-
 from workloads import payload
 
 from lazarus import Queue, _scripts
