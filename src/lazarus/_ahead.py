@@ -16,13 +16,13 @@ never waits behind a long one for more than that, and at most one job per slot i
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from . import _scripts
 from ._connection import now_ms
 from ._execution import ClaimedJob, parse_claimed
+from ._keys import new_id
 
 if TYPE_CHECKING:
     from ._slot import SlotRunner
@@ -135,7 +135,7 @@ async def claim_one(runner: SlotRunner, slot: str) -> ClaimedJob | None:
     """
     ctx = runner.ctx
     keys = [*ctx.keys.group, ctx.keys.reply(ctx.token_base, slot)]
-    call_id, deadline = uuid.uuid4().hex, now_ms() + ctx.lock_ms
+    call_id, deadline = new_id(), now_ms() + ctx.lock_ms
     incident = runner.recording
     while True:
         args = [now_ms(), ctx.token_base, ctx.lock_ms, 1, ctx.max_events, call_id]

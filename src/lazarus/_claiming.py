@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError
@@ -16,6 +15,7 @@ from . import _scripts
 from ._burst import PAST_MAX_JOBS, next_step, room
 from ._connection import now_ms
 from ._execution import ClaimedJob, parse_claimed
+from ._keys import new_id
 from ._slot import SlotRunner
 from ._supervision import pause
 
@@ -110,7 +110,7 @@ async def claim(worker: Worker, count: int) -> tuple[list[ClaimedJob], int]:
 def claimed_jobs(worker: Worker, reply: list[Any]) -> tuple[list[ClaimedJob], int]:
     # A claim sent again after its reply was lost returns the jobs its first run claimed;
     # once a reply is in, the next claim is a new call.
-    worker._claim_id = uuid.uuid4().hex
+    worker._claim_id = new_id()
     jobs = [parse_claimed(item, worker.queue_name) for item in reply[1:]]
     return [j for j in jobs if j is not None], int(reply[0])
 

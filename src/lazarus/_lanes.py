@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,7 @@ from ._checks import at_least
 from ._claiming import start
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, parse_claimed
-from ._keys import QueueKeys, validate_queue_name
+from ._keys import QueueKeys, new_id, validate_queue_name
 from ._lease import LeaseKeeper
 from ._slot import SlotRunner
 from ._supervision import pause
@@ -46,7 +45,7 @@ class Lane:
     slots: SlotRunner
     held: dict[str, str]  # job id -> lock token of this queue's running jobs
     weight: int = 1
-    claim_id: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
+    claim_id: str = dataclasses.field(default_factory=new_id)
 
     @property
     def claim_keys(self) -> tuple[str, ...]:
@@ -133,7 +132,7 @@ async def claim(worker: Worker, lane: Lane, count: int) -> tuple[list[ClaimedJob
     args = [now_ms(), worker.name, worker.lock_duration, count, lane.ctx.max_events,
             lane.claim_id]  # fmt: skip
     reply = await _scripts.load("claim_jobs")(worker._client, lane.claim_keys, args)
-    lane.claim_id = uuid.uuid4().hex  # a reply is in: the next claim is a new call
+    lane.claim_id = new_id()  # a reply is in: the next claim is a new call
     jobs = [parse_claimed(item, lane.keys.queue) for item in reply[1:]]
     return [j for j in jobs if j is not None], int(reply[0])
 
