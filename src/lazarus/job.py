@@ -140,38 +140,65 @@ class Job(JobActions):
             # A dead letter must always be readable: one dead-lettered as undecodable keeps
             # its bytes (raw_data) but has no decoded payload.
             original_data = None
-        return cls._build(
-            id=job_id,
-            name=f.get("name", ""),
-            original_data=original_data,
-            opts=JobOptions.from_json(opts_json),
-            queue_name=queue_name,
-            timestamp=int(f.get("timestamp") or f.get("dlq:deadLetteredAt") or 0),
-            priority=int(f.get("priority") or f.get("dlq:priority") or 0),
-            attempts_made=int(f.get("attemptsMade") or 0),
-            attempts_started=int(f.get("ats") or 0),
-            processed_on=optional_int(f.get("processedOn")),
-            finished_on=optional_int(f.get("finishedOn")),
-            failed_reason=f.get("failedReason"),
-            error_type=f.get("errorType"),
-            stacktrace=json.loads(f["stacktrace"]) if f.get("stacktrace") else [],
-            attempts=[AttemptRecord.from_json(a) for a in json.loads(f["attempts"])]
-            if f.get("attempts")
-            else [],
-            return_value=_codec.decode(f["returnvalue"]) if "returnvalue" in f else None,
-            replay_count=int(f.get("rc") or 0),
-            stalled_counter=int(f.get("stalledCounter") or 0),
-            retried_on=optional_int(f.get("retriedOn")),
-            dead_letter=dead_letter,
-            deduplication_id=f.get("deid"),
-            progress=json_or(f.get("progress"), None),
-            repeat_key=f.get("rpk"),
-            replay_of=f.get("replayOf") or None,
-            replay_dead_letter_queue=f.get("replayDlq") or None,
-            raw_data=raw_data,
-            opts_json=opts_json,
-        )
+        job = object.__new__(cls)
+        state = job.__dict__
+        state.update(_JOB_DEFAULTS)
+        state["stacktrace"], state["attempts"] = [], []
+        state["id"], state["name"], state["queue_name"] = job_id, f.get("name", ""), queue_name
+        state["original_data"], state["raw_data"] = original_data, raw_data
+        state["opts"], state["opts_json"] = JobOptions.from_json(opts_json), opts_json
+        state["timestamp"] = int(f.get("timestamp") or f.get("dlq:deadLetteredAt") or 0)
+        state["priority"] = int(f.get("priority") or f.get("dlq:priority") or 0)
+        state["dead_letter"] = dead_letter
+        # The other fields: only those the hash has (a job waiting or running has few).
+        for field, value in f.items():
+            read = _FIELD_READERS.get(field)
+            if read is not None:
+                state[read[0]] = read[1](value)
+        return job
 
+
+def _same(value: str) -> str:
+    return value
+
+
+def _int(value: str) -> int:
+    return int(value or 0)
+
+
+def _or_none(value: str) -> str | None:
+    return value or None
+
+
+def _stacktrace(value: str) -> list[str]:
+    return json.loads(value) if value else []
+
+
+def _attempts(value: str) -> list[AttemptRecord]:
+    return [AttemptRecord.from_json(a) for a in json.loads(value)] if value else []
+
+
+# Job.from_fields: the job hash's fields other than those every job has, each with the Job
+# field it sets and how its text is read; a field the hash lacks keeps the Job's default.
+_FIELD_READERS: dict[str, tuple[str, Any]] = {
+    "attemptsMade": ("attempts_made", _int),
+    "ats": ("attempts_started", _int),
+    "processedOn": ("processed_on", optional_int),
+    "finishedOn": ("finished_on", optional_int),
+    "failedReason": ("failed_reason", _same),
+    "errorType": ("error_type", _same),
+    "stacktrace": ("stacktrace", _stacktrace),
+    "attempts": ("attempts", _attempts),
+    "returnvalue": ("return_value", _codec.decode),
+    "rc": ("replay_count", _int),
+    "stalledCounter": ("stalled_counter", _int),
+    "retriedOn": ("retried_on", optional_int),
+    "deid": ("deduplication_id", _same),
+    "progress": ("progress", lambda value: json_or(value, None)),
+    "rpk": ("repeat_key", _same),
+    "replayOf": ("replay_of", _or_none),
+    "replayDlq": ("replay_dead_letter_queue", _or_none),
+}
 
 _JOB_FIELD_COUNT = len(dataclasses.fields(Job))
 _JOB_DEFAULTS = {
