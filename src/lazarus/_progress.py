@@ -86,7 +86,7 @@ class JobLogsMixin:
 
     @functools.cached_property
     def _job_handle(self) -> JobHandle:
-        """Made once: what it holds is set when the queue is made (one job added made one)."""
+        """Made once: what it holds is fixed when the queue is made."""
         return JobHandle(
             self._client, self.keys, self.max_events, self.max_payload_bytes, self.schema
         )
