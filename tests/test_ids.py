@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from lazarus._keys import new_dead_letter_id, new_id
+from lazarus._ids import new_dead_letter_id, new_id
 
 MAKERS = pytest.mark.parametrize("make", [new_id, new_dead_letter_id], ids=["job", "dead_letter"])
 

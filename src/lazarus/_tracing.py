@@ -16,7 +16,6 @@ is made and nothing is written.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 try:
@@ -29,21 +28,19 @@ except ImportError:  # pragma: no cover - the optional dependency is absent
 _propagator: Any = TraceContextTextMapPropagator() if trace is not None else None
 # Until a provider is set, get_tracer_provider() looks up its environment variable on every
 # call (a KeyError raised and caught: a few microseconds of every add). So the API's global
-# is read first; the getter is asked only when a provider is set, the variable was set when
-# lazarus was imported, or the getter is not the API's own (replaced, as tests do).
+# is read first, and the getter is asked only once a provider is set, or when the getter is
+# not the API's own (replaced, as tests do). Asked once here, the getter sets the global
+# from the environment variable if that names a provider.
 _GETTER = trace.get_tracer_provider if trace is not None else None
-_FROM_ENVIRONMENT = trace is not None and "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+if _GETTER is not None:
+    _GETTER()
 
 
 def active() -> bool:
     """Whether spans are made: the API is installed and a real tracer provider is set."""
     if trace is None:
         return False
-    if (
-        getattr(trace, "_TRACER_PROVIDER", True) is None
-        and not _FROM_ENVIRONMENT
-        and trace.get_tracer_provider is _GETTER
-    ):
+    if getattr(trace, "_TRACER_PROVIDER", True) is None and trace.get_tracer_provider is _GETTER:
         return False
     provider = trace.get_tracer_provider()
     return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
