@@ -174,7 +174,7 @@ class QueueAddingMixin:
                 raise ValueError(f"jobs[{index}] must be a mapping with a 'name'")
             options = (
                 _NO_OPTIONS
-                if len(spec) <= 2 and ("data" in spec or len(spec) == 1)
+                if spec.keys() <= _NAME_AND_DATA
                 else {k: v for k, v in spec.items() if k not in _NAME_AND_DATA}
             )
             try:
@@ -239,11 +239,7 @@ class QueueAddingMixin:
 
     def _built(self, prepared: list[_Prepared], now: int) -> list[Job]:
         shared = Job._added_fields(self.name, now, self._job_handle)
-        added = Job._added
-        return [
-            added(shared, p.args[0], p.args[1], p.args[2], p.args[3], p.data, p.opts)
-            for p in prepared
-        ]
+        return [p.job(shared) for p in prepared]
 
     async def _jobs_added(
         self, prepared: list[_Prepared], results: list[Any], built: list[Job]
@@ -288,12 +284,10 @@ class _Prepared(NamedTuple):
     opts: JobOptions
     dedup: Deduplication | None = None
 
-    def job(self, queue_name: str, now: int) -> Job:
-        return Job._build(
-            id=self.args[0], name=self.args[1], original_data=self.data, opts=self.opts,
-            queue_name=queue_name, timestamp=now, priority=self.opts.priority,
-            raw_data=self.args[2], opts_json=self.args[3],
-        )  # fmt: skip
+    def job(self, shared: dict[str, Any]) -> Job:
+        """The job as its add writes it; ``shared`` from :meth:`Job._added_fields`."""
+        args = self.args
+        return Job._added(shared, args[0], args[1], args[2], args[3], self.data, self.opts)
 
 
 def _freeze(value: Any) -> Any:

@@ -106,7 +106,8 @@ class RepeatMixin:
         )  # fmt: skip
         job = await self.get_job(_text(job_id))
         if job is None:  # already run and removed by retention: what is known of it
-            job = dataclasses.replace(prepared.job(self.name, now), id=_text(job_id))
+            shared = Job._added_fields(self.name, now, None)
+            job = dataclasses.replace(prepared.job(shared), id=_text(job_id))
         return job
 
     @reports_unavailable

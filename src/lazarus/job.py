@@ -94,17 +94,24 @@ class Job(JobActions):
         """``Job(**fields)``, built as fast as a plain object: the frozen ``__init__`` sets
         each of the ~25 fields through ``object.__setattr__`` (about 5 µs a job), which the
         hot paths (every job claimed, every job added) cannot afford."""
-        job = object.__new__(cls)
-        state = job.__dict__
-        state.update(_JOB_DEFAULTS)
-        state["stacktrace"], state["attempts"] = [], []
+        job, state = cls._blank(_JOB_DEFAULTS)
         state.update(fields)
         if len(state) != _JOB_FIELD_COUNT:  # a name that is no field, or a field left out
             cls(**fields)  # raises the dataclass's TypeError naming it
         return job
 
+    @classmethod
+    def _blank(cls, base: dict[str, Any]) -> tuple[Job, dict[str, Any]]:
+        """A job holding ``base`` (every field with a default, at least) and lists of its
+        own, and its state to fill in: how the builders below skip the frozen ``__init__``."""
+        job = object.__new__(cls)
+        state = job.__dict__
+        state.update(base)
+        state["stacktrace"], state["attempts"] = [], []
+        return job, state
+
     @staticmethod
-    def _added_fields(queue_name: str, timestamp: int, handle: JobHandle) -> dict[str, Any]:
+    def _added_fields(queue_name: str, timestamp: int, handle: JobHandle | None) -> dict[str, Any]:
         """The fields the jobs of one add share, for :meth:`_added`."""
         return {**_JOB_DEFAULTS, "queue_name": queue_name, "timestamp": timestamp,
                 "_handle": handle}  # fmt: skip
@@ -116,10 +123,7 @@ class Job(JobActions):
     ) -> Job:  # fmt: skip
         """A job as an add wrote it, bound: :meth:`_build` without its keyword arguments, for
         every job of a bulk."""
-        job = object.__new__(cls)
-        state = job.__dict__
-        state.update(shared)
-        state["stacktrace"], state["attempts"] = [], []
+        job, state = cls._blank(shared)
         state["id"], state["name"], state["raw_data"], state["opts_json"] = (
             job_id, name, raw_data, opts_json
         )  # fmt: skip
@@ -140,10 +144,7 @@ class Job(JobActions):
             # A dead letter must always be readable: one dead-lettered as undecodable keeps
             # its bytes (raw_data) but has no decoded payload.
             original_data = None
-        job = object.__new__(cls)
-        state = job.__dict__
-        state.update(_JOB_DEFAULTS)
-        state["stacktrace"], state["attempts"] = [], []
+        job, state = cls._blank(_JOB_DEFAULTS)
         state["id"], state["name"], state["queue_name"] = job_id, f.get("name", ""), queue_name
         state["original_data"], state["raw_data"] = original_data, raw_data
         state["opts"], state["opts_json"] = JobOptions.from_json(opts_json), opts_json
