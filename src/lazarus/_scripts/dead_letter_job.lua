@@ -69,8 +69,8 @@ local now = tonumber(ARGV[3])
 local maxlen = ARGV[12]
 local code = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[17], id, ARGV[2], code, ARGV[14]) end
-record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
-dead_letter(q, id, dlq, KEYS[16], ARGV[11], now, ARGV[8], ARGV[9], ARGV[10], maxlen)
+local f = failed_fields(KEYS[11], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+dead_letter(q, id, dlq, KEYS[16], ARGV[11], now, ARGV[8], ARGV[9], ARGV[10], maxlen, f)
 local job = false
 if ARGV[13] == '1' then
   promote_delayed(q, now, maxlen)

@@ -54,14 +54,15 @@ local q = queue_keys(1)
 local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[11]
-local code = release(q, id, ARGV[2])
+local code, held = release(q, id, ARGV[2])
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
 local made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 if ARGV[15] == '1' then
   discard_terminal(q, id, ARGV[4], made, now, maxlen)
 else
+  -- release read the job's timestamp and deduplication id: nothing left to read
   fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]),
-    tonumber(ARGV[10]), maxlen)
+    tonumber(ARGV[10]), maxlen, {ARGV[4], made, held[4], held[3]})
 end
 local job = false
 if ARGV[12] == '1' then

@@ -2,6 +2,7 @@
 -- @include metrics
 -- @include dedup
 -- @include job_logs
+-- @include json_append
 -- count_dead_letter(meta, now, reason, source_name): keep the dead letter queue's counters in
 -- its meta hash: 'count:deadLettered:<reason>:<source queue>' and per-minute buckets
 -- 'rate:<minute>' for the last two hours (older buckets go when a new minute starts).
@@ -48,42 +49,41 @@ local function replay_record(id, replay_of, replay_dlq, dlq, dlq_name)
   return rec_key, replay_of
 end
 
--- return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name, dlq_name, maxlen):
--- the replayed job `id` failed for good: its attempts and stack traces join those of the dead
--- letter it came from, which goes back to 'pending' (or 'failed' past the dead letter
--- queue's maxReplays) with replayCount + 1, re-indexed by its new error type and reason as a
--- new arrival; the job leaves src, its logs (the record's lines it was given and its own)
--- replacing the record's. One record keeps every attempt of every replay. Returns the
--- record's id, or nil, having written nothing, when the record is not in the store.
-local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, source_name,
+-- return_to_record(src, id, f, dlq, rec_key, rec_id, now, reason, source_name, dlq_name,
+-- maxlen): the replayed job `id` (`f` its DEAD_LETTER_FIELDS) failed for good: its attempts
+-- and stack traces join those of the dead letter it came from, which goes back to 'pending'
+-- (or 'failed' past the dead letter queue's maxReplays) with replayCount + 1, re-indexed by
+-- its new error type and reason as a new arrival; the job leaves src, its logs (the record's
+-- lines it was given and its own) replacing the record's. One record keeps every attempt of
+-- every replay. Returns the record's id, or nil, having written nothing, when the record is
+-- not in the store.
+local function return_to_record(src, id, f, dlq, rec_key, rec_id, now, reason, source_name,
     dlq_name, maxlen)
   local key = src.job_prefix .. id
-  local f = redis.call('HMGET', key, 'failedReason', 'errorType', 'stacktrace', 'attempts',
-    'attemptsMade', 'rc', 'timestamp')
-  local replays = tonumber(f[6]) or 0
+  local replays = tonumber(f[10]) or 0
   local limit = tonumber(redis.call('HGET', dlq.meta, 'maxReplays') or '') or DEFAULT_MAX_REPLAYS
   local status = replays >= limit and 'failed' or 'pending'
   local from = store_set_status(dlq.dl, rec_id, rec_key, status, now, 'policy', false,
     {'job', cjson.encode(id), 'queue', cjson.encode(source_name), 'reason', cjson.encode(reason),
-     'error', cjson.encode(f[1] or '')})
+     'error', cjson.encode(f[5] or '')})
   if not from then return nil end  -- not in the store after all: nothing written yet
   store_remove(dlq.dl, rec_id, rec_key, false, now)  -- re-indexed as a new arrival below
-  json_concat(rec_key, 'dlq:stacktrace', f[3])
-  json_concat(rec_key, 'dlq:attempts', f[4])
-  local made = (tonumber(redis.call('HGET', rec_key, 'dlq:attemptsMade')) or 0) + (tonumber(f[5]) or 0)
-  redis.call('HSET', rec_key, 'dlq:failedReason', f[1] or '', 'dlq:errorType', f[2] or '',
+  json_concat(rec_key, 'dlq:stacktrace', f[7])
+  json_concat(rec_key, 'dlq:attempts', f[8])
+  local made = (tonumber(redis.call('HGET', rec_key, 'dlq:attemptsMade')) or 0) + (tonumber(f[9]) or 0)
+  redis.call('HSET', rec_key, 'dlq:failedReason', f[5] or '', 'dlq:errorType', f[6] or '',
     'dlq:reason', reason, 'dlq:deadLetteredAt', now, 'dlq:attemptsMade', made,
     'dlq:replayCount', replays)
   local values, _, origin = store_values(rec_key)
   store_add(dlq.dl, rec_id, values, now, origin)
   redis.call('ZADD', dlq.marker, 0, '0')
   move_logs(key, rec_key)
-  bury(key, now, f[7])
+  bury(key, now, f[4])
   redis.call('DEL', key)
-  emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[1] or '',
-    'attemptsMade', f[5] or 0, 'deadLettered', '1')
+  emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
+    'attemptsMade', f[9] or 0, 'deadLettered', '1')
   emit(src.events, maxlen, 'deadLettered', 'jobId', id, 'queue', source_name,
-    'deadLetterQueue', dlq_name, 'deadLetterId', rec_id, 'failedReason', f[1] or '',
+    'deadLetterQueue', dlq_name, 'deadLetterId', rec_id, 'failedReason', f[5] or '',
     'reason', reason)
   emit(dlq.events, maxlen, 'statusChanged', 'jobId', rec_id, 'from', from, 'to', status,
     'actor', 'policy', 'note', '')
@@ -92,22 +92,39 @@ local function return_to_record(src, id, dlq, rec_key, rec_id, now, reason, sour
   return rec_id
 end
 
--- dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen): move the
--- (already released) job `id` of queue src into the dead letter store of queue dlq (a table:
--- dl, marker, events, meta) as the dead letter `dl_id`, with its failure history, then delete
--- it from src. The payload bytes are copied, never decoded. Fields every dead letter shares
--- (opts {}, priority 0, delay 0, one attempt, none made; timestamp = dlq:deadLetteredAt) and
--- zero counts are left out: readers default them. A replayed job whose dead letter (in dlq)
--- still waits for it goes back into that dead letter instead (return_to_record). Returns the
--- id of the dead letter that holds the job now.
-local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen)
+-- DEAD_LETTER_FIELDS: the fields of a job hash that dead_letter reads, in this order.
+local DEAD_LETTER_FIELDS = {'name', 'data', 'opts', 'timestamp', 'failedReason', 'errorType',
+  'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm', 'progress',
+  'replayOf', 'replayDlq', 'deid'}
+
+-- failed_fields(key, reason, error_type, stack_json, attempt_json): the DEAD_LETTER_FIELDS of
+-- job hash `key` as record_failure would leave them after this failed attempt, written
+-- nowhere: for a job that leaves its queue for a dead letter in the same script, whose hash
+-- is about to go.
+local function failed_fields(key, reason, error_type, stack_json, attempt_json)
+  local f = redis.call('HMGET', key, unpack(DEAD_LETTER_FIELDS))
+  f[5], f[6] = reason, error_type
+  f[7], f[8] = json_appended(f[7], stack_json), json_appended(f[8], attempt_json)
+  f[9] = (tonumber(f[9]) or 0) + 1
+  return f
+end
+
+-- dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name, maxlen, f): move
+-- the (already released) job `id` of queue src into the dead letter store of queue dlq (a
+-- table: dl, marker, events, meta) as the dead letter `dl_id`, with its failure history, then
+-- delete it from src. `f` is the job's DEAD_LETTER_FIELDS (failed_fields), or nil to read
+-- them from its hash. The payload bytes are copied, never decoded. Fields every dead letter
+-- shares (opts {}, priority 0, delay 0, one attempt, none made; timestamp =
+-- dlq:deadLetteredAt) and zero counts are left out: readers default them. A replayed job whose
+-- dead letter (in dlq) still waits for it goes back into that dead letter instead
+-- (return_to_record). Returns the id of the dead letter that holds the job now.
+local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name, dlq_name,
+    maxlen, f)
   metrics_count(src, 'f', now)
   local key = src.job_prefix .. id
-  local f = redis.call('HMGET', key, 'name', 'data', 'opts', 'timestamp', 'failedReason',
-    'errorType', 'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm',
-    'progress', 'replayOf', 'replayDlq', 'deid')
+  f = f or redis.call('HMGET', key, unpack(DEAD_LETTER_FIELDS))
   local rec_key, rec_id = replay_record(id, f[15], f[16], dlq, dlq_name)
-  local held = rec_key and return_to_record(src, id, dlq, rec_key, rec_id, now, reason,
+  local held = rec_key and return_to_record(src, id, f, dlq, rec_key, rec_id, now, reason,
     source_name, dlq_name, maxlen)
   if held then return held end
   redis.call('HSET', dl_key,
@@ -152,12 +169,14 @@ local function discard_terminal(src, id, reason, made, now, maxlen)
   emit(src.events, maxlen, 'discarded', 'jobId', id, 'failedReason', reason, 'attemptsMade', made)
 end
 
--- fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen): move the
--- (already released) job `id` to the failed set and apply its retention policy.
-local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen)
+-- fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen, f): move the
+-- (already released) job `id` to the failed set and apply its retention policy. `f` is the
+-- job's {failedReason, attemptsMade, timestamp, deid} when the caller knows them already,
+-- else nil (they are read from its hash).
+local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen, f)
   metrics_count(src, 'f', now)
   local key = src.job_prefix .. id
-  local f = redis.call('HMGET', key, 'failedReason', 'attemptsMade', 'timestamp', 'deid')
+  f = f or redis.call('HMGET', key, 'failedReason', 'attemptsMade', 'timestamp', 'deid')
   dedup_release(src.job_prefix, id, true, f[4] or false)
   if remove_now == 1 then
     drop_job(key, now, f[3])
