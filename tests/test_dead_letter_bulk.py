@@ -571,6 +571,54 @@ async def test_bulk_operation_that_loses_part_of_a_batch_to_a_rival_still_reache
     assert await dlq.get_dead_letter_count() == 0
 
 
+class CountedQueue(Queue):
+    """A DLQ client that counts its bulk acts on their way at once. With ``gate``, the first
+    act waits until a second one has begun (so a run that never overlaps them hangs)."""
+
+    gate: asyncio.Event | None = None
+    running: int = 0
+    most: int = 0
+    begun: int = 0
+
+    async def _replay_batch(self, matches: list[tuple[str, str]], *args: Any) -> int:
+        self.begun += 1
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            if self.gate is not None:
+                if self.begun == 1:  # a run that never overlaps two acts times out here
+                    await asyncio.wait_for(self.gate.wait(), 10)
+                else:
+                    self.gate.set()
+            return await super()._replay_batch(matches, *args)
+        finally:
+            self.running -= 1
+
+
+@pytest.mark.parametrize("rate", [None, 10_000.0])
+async def test_bulk_replay_overlaps_two_batches_at_most_and_none_with_a_rate(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, redis_url: str, prefix: str,
+    rate: float | None,
+) -> None:  # fmt: skip
+    # Given ten dead letters, replayed two per batch by a client that counts its acts
+    await dead_letter(make_worker, queue, dlq, [named("job", str(n)) for n in range(10)])
+    counted = CountedQueue("jobs-dlq", connection=redis_url, prefix=prefix)
+    counted.gate = asyncio.Event() if rate is None else None
+
+    # When every one is replayed, with and without a rate
+    try:
+        replayed = await counted.replay_all_dead_letters(batch_size=2, rate=rate)
+    finally:
+        await counted.close()
+
+    # Then all went back once; without a rate two batches were on their way at once, never
+    # more (their calls share Redis's budget); with one, one batch at a time
+    assert replayed == 10
+    assert await queue.get_waiting_count() == 10
+    assert counted.begun == 5
+    assert counted.most == (2 if rate is None else 1)
+
+
 async def test_concurrent_bulk_replays_and_purges_leave_no_dead_letter_behind(
     queue: Queue, dlq: Queue, make_worker: MakeWorker, redis_url: str, prefix: str
 ) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._checks import positive_or_none
 from .._connection import now_ms
+from .._scripts import CALL_BUDGET_US
 from . import search, store
 from .filters import DeadLetterFilter
 
@@ -32,6 +33,9 @@ DEFAULT_BATCH = 100
 # Bulk replay and purge (and the CLI and HTTP API's): fewer, fuller script calls, each still
 # stopped by its time budget.
 BULK_BATCH = 500
+# The time budget of each script call of an act (see run): two acts are on their way at once,
+# and their calls may reach Redis back to back, so each has half a lone call's budget.
+ACT_BUDGET_US = CALL_BUDGET_US // 2
 
 
 def check_batch(batch_size: object) -> int:
@@ -106,7 +110,13 @@ async def run(
     sources: bool = True,
 ) -> int:
     """Act on every dead letter that matches ``flt``, batch by batch; returns how many were
-    handled. Without ``sources``, the source queue of each match is not read (``''``)."""
+    handled. Without ``sources``, the source queue of each match is not read (``''``).
+
+    Without a ``rate``, a batch is acted on while the act on the one before it is still on
+    its way: the client readies one batch's calls while Redis runs the other's (on another
+    connection), so the two overlap. Each call of an act keeps to :data:`ACT_BUDGET_US`, so
+    two of them reaching Redis back to back hold it no longer than one lone call. With a
+    ``rate``, one act at a time keeps the pace exact."""
     bounded = snapshot(flt)
     if bounded is None:
         return 0
@@ -114,22 +124,37 @@ async def run(
     batch = batch_size if rate is None else max(1, min(batch_size, int(rate)))
     total = 0
     steps = search.walk(client, keys, bounded, order="oldest", batch=batch, sources=sources)
-    # The walk reads one step ahead while a batch is acted on: the step starts past the
-    # batch, so acting on it cannot change what the step finds.
+    # The walk reads one step ahead while batches are acted on: the step starts past them,
+    # so acting on them cannot change what the step finds.
     ahead: asyncio.Future[search.Step | None] = asyncio.ensure_future(anext(steps, None))
+    acting: asyncio.Future[int] | None = None  # the act on its way, without a rate
     try:
         while (result := await ahead) is not None:
             ahead = asyncio.ensure_future(anext(steps, None))
             if not result.matches:
                 continue
             if sources:
-                total += await act([(row[0], row[1]) for row in result.matches])
+                matches = [(row[0], row[1]) for row in result.matches]
             else:
-                total += await act([(dl_id, "") for dl_id in result.matches])
+                matches = [(dl_id, "") for dl_id in result.matches]
+            if rate is None:
+                previous, acting = acting, asyncio.ensure_future(act(matches))
+                if previous is None:
+                    continue
+                total += await previous
+            else:
+                total += await act(matches)
             if on_progress is not None:
                 await report(on_progress, total)
             await throttle(started, total, rate)
+        if acting is not None:
+            last, acting = acting, None
+            total += await last
+            if on_progress is not None:
+                await report(on_progress, total)
     finally:
-        ahead.cancel()
-        await asyncio.gather(ahead, return_exceptions=True)
+        pending = [f for f in (ahead, acting) if f is not None]
+        for future in pending:
+            future.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
     return total

@@ -167,6 +167,7 @@ class DeadLetterMovesMixin:
             await replay.replay(
                 self._client, self.keys, self.max_events, source, items,
                 register=registered is None or source not in registered, by=by,
+                budget_us=bulk.ACT_BUDGET_US,
             )
             for source, items in by_source.items()
         ]  # fmt: skip
@@ -221,7 +222,9 @@ class DeadLetterMovesMixin:
 
     async def _purge_batch(self, matches: list[tuple[str, str]], statuses: str) -> int:
         ids = [dl_id for dl_id, _ in matches]
-        results = await replay.purge(self._client, self.keys, self.max_events, ids, statuses)
+        results = await replay.purge(
+            self._client, self.keys, self.max_events, ids, statuses, budget_us=bulk.ACT_BUDGET_US
+        )
         return sum(1 for r in results if r == 1)
 
 
