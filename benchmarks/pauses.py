@@ -7,7 +7,7 @@ call's work whatever the data's size, and this measures it where the data is lar
   the one in the middle; and of a completed job of that queue;
 - ``get_job_state()`` in that queue, of the job in the middle and of an id that is nowhere;
 - the script calls of a bulk purge filtered by error type (about 10 % of ``--dead-letters``
-  dead letters), against each call's budget (``_scripts.CALL_BUDGET_US``): the
+  dead letters), against each call's budget (``dead_letter.bulk.ACT_BUDGET_US``): the
   median, the 99th percentile and the longest of the calls over 0.2 ms;
 - the 99th percentile and the longest call while lazarus works through ``--burst`` jobs at
   once: ``add_bulk()`` of them; ``clean()`` of that many waiting jobs in one call of the
@@ -38,7 +38,7 @@ import dlq_data  # noqa: E402
 import report  # noqa: E402
 
 from lazarus import DeadLetterFilter, Job, Queue, Worker, _scripts  # noqa: E402
-from lazarus._scripts import CALL_BUDGET_US  # noqa: E402
+from lazarus.dead_letter.bulk import ACT_BUDGET_US  # noqa: E402
 from lazarus.embedded import EmbeddedRedis  # noqa: E402
 
 FILL_CHUNK = 5_000
@@ -216,7 +216,7 @@ def rows(
     held: dict[str, float], states: dict[str, float], purge: dict[str, Any],
     burst: dict[str, tuple[float, float]], args: argparse.Namespace,
 ) -> list[str]:  # fmt: skip
-    budget = CALL_BUDGET_US / 1000
+    budget = ACT_BUDGET_US / 1000
     return [
         f"`remove()` of one job, {args.waiting:,} waiting (ms of Redis, the longest command):",
         "",
