@@ -383,6 +383,28 @@ async def test_retry_puts_the_job_in_delayed_with_its_backoff(
     assert [e["event"] for e in await events(raw, k)][-2:] == ["retrying", "delayed"]
 
 
+async def test_retry_without_backoff_puts_a_prioritized_job_back_by_its_priority(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "a", attempts=3, priority=7)
+    token = await claim_token(raw, k)
+
+    reply = await call(
+        raw,
+        "retry_job",
+        [*k.group, k.job("a"), memo(k)],
+        ["a", token, NOW, 0, *failure(), MAXLEN, 0, "w1", 30_000],
+    )
+
+    assert reply[0] == 0
+    assert await raw.lrange(k.wait, 0, -1) == []
+    assert [member for member, _ in await raw.zrange(k.prioritized, 0, -1, withscores=True)] == [
+        "a"
+    ]
+    assert "lockToken" not in await raw.hgetall(k.job("a"))
+    assert [e["event"] for e in await events(raw, k)][-2:] == ["retrying", "waiting"]
+
+
 async def test_retry_by_a_stranger_is_refused(raw: aioredis.Redis, k: QueueKeys) -> None:
     await add(raw, k, "a", attempts=3)
     await claim(raw, k)

@@ -67,9 +67,10 @@ local dlq = {dl = KEYS[12], marker = KEYS[13], events = KEYS[14], meta = KEYS[15
 local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[12]
-local code = release(q, id, ARGV[2])
+-- The job's fields come with the lease check, in one read; its hash goes below.
+local code, held = release(q, id, ARGV[2], DEAD_LETTER_FIELDS, true)
 if code ~= 0 then return outcome_refused(q, KEYS[17], id, ARGV[2], code, ARGV[14]) end
-local f = failed_fields(KEYS[11], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+local f = failed_fields({unpack(held, 5)}, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 dead_letter(q, id, dlq, KEYS[16], ARGV[11], now, ARGV[8], ARGV[9], ARGV[10], maxlen, f)
 local job = false
 if ARGV[13] == '1' then

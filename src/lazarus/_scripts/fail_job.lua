@@ -54,9 +54,11 @@ local q = queue_keys(1)
 local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[11]
-local code, held = release(q, id, ARGV[2])
+-- What the attempt's record needs comes with the lease check, in one read.
+local code, held = release(q, id, ARGV[2], {'stacktrace', 'attempts'})
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
-local made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+local made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7],
+  {held[2], held[5], held[6]})
 if ARGV[15] == '1' then
   discard_terminal(q, id, ARGV[4], made, now, maxlen)
 else

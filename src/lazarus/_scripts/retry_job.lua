@@ -49,12 +49,14 @@ local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local delay = tonumber(ARGV[4])
 local maxlen = ARGV[9]
-local code = release(q, id, ARGV[2])
+-- What the attempt's record and the requeue need comes with the lease check, in one read.
+local code, held = release(q, id, ARGV[2], {'stacktrace', 'attempts', 'priority'})
 if code ~= 0 then return outcome_refused(q, KEYS[12], id, ARGV[2], code, ARGV[11]) end
-local made = record_failure(key, now, ARGV[5], ARGV[6], ARGV[7], ARGV[8])
+local made = record_failure(key, now, ARGV[5], ARGV[6], ARGV[7], ARGV[8],
+  {held[2], held[5], held[6]})
 emit(q.events, maxlen, 'retrying', 'jobId', id, 'attemptsMade', made,
   'failedReason', ARGV[5], 'delay', delay)
-local priority = tonumber(redis.call('HGET', key, 'priority') or '0') or 0
+local priority = tonumber(held[7] or '0') or 0
 enqueue(q, id, priority, delay, now, maxlen)
 local job = false
 if ARGV[10] == '1' then

@@ -97,12 +97,11 @@ local DEAD_LETTER_FIELDS = {'name', 'data', 'opts', 'timestamp', 'failedReason',
   'stacktrace', 'attempts', 'attemptsMade', 'rc', 'priority', 'delay', 'atm', 'progress',
   'replayOf', 'replayDlq', 'deid'}
 
--- failed_fields(key, reason, error_type, stack_json, attempt_json): the DEAD_LETTER_FIELDS of
--- job hash `key` as record_failure would leave them after this failed attempt, written
--- nowhere: for a job that leaves its queue for a dead letter in the same script, whose hash
--- is about to go.
-local function failed_fields(key, reason, error_type, stack_json, attempt_json)
-  local f = redis.call('HMGET', key, unpack(DEAD_LETTER_FIELDS))
+-- failed_fields(f, reason, error_type, stack_json, attempt_json): `f`, a job's
+-- DEAD_LETTER_FIELDS as read, changed as record_failure would change them for this failed
+-- attempt, written nowhere: for a job that leaves its queue for a dead letter in the same
+-- script, whose hash is about to go. Returns `f`.
+local function failed_fields(f, reason, error_type, stack_json, attempt_json)
   f[5], f[6] = reason, error_type
   f[7], f[8] = json_appended(f[7], stack_json), json_appended(f[8], attempt_json)
   f[9] = (tonumber(f[9]) or 0) + 1

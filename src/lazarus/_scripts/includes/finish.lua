@@ -1,12 +1,15 @@
 -- @include job_logs
 -- @include metrics
 -- @include json_append
--- release(src, id, token): check that `token` owns active job `id` and release its lease.
--- Returns 0 and the job's attemptsMade, deid and timestamp fields as read (false when absent),
--- or the error code: -1 no such job, -2 lock token mismatch, -3 not active.
-local function release(src, id, token)
+-- release(src, id, token, fields, dropping): check that `token` owns active job `id` and
+-- release its lease. Returns 0 and the job's fields as read (false when absent): lockToken,
+-- attemptsMade, deid, timestamp, then those of the list `fields`, if given; or the error
+-- code: -1 no such job, -2 lock token mismatch, -3 not active. With `dropping` (the caller
+-- deletes the job's hash in the same script), the hash keeps its lockToken until then.
+local function release(src, id, token, fields, dropping)
   local key = src.job_prefix .. id
-  local held = redis.call('HMGET', key, 'lockToken', 'attemptsMade', 'deid', 'timestamp')
+  local held = redis.call('HMGET', key, 'lockToken', 'attemptsMade', 'deid', 'timestamp',
+    unpack(fields or {}))
   local owner = held[1]
   if not owner then
     if redis.call('EXISTS', key) == 0 then return -1 end
@@ -17,7 +20,7 @@ local function release(src, id, token)
   -- tail: LREM searches from there (-1), not through every job claimed since.
   if redis.call('LREM', src.active, -1, id) == 0 then return -3 end
   redis.call('ZREM', src.leases, id)
-  redis.call('HDEL', key, 'lockToken')
+  if not dropping then redis.call('HDEL', key, 'lockToken') end
   return 0, held
 end
 
@@ -45,10 +48,11 @@ local function retain(set, job_prefix, keep_count, keep_age_ms, now)
   end
 end
 
--- record_failure(key, now, reason, error_type, stack_json, attempt_json): write one failed
--- attempt into the job hash; returns the new attemptsMade.
-local function record_failure(key, now, reason, error_type, stack_json, attempt_json)
-  local f = redis.call('HMGET', key, 'attemptsMade', 'stacktrace', 'attempts')
+-- record_failure(key, now, reason, error_type, stack_json, attempt_json, f): write one failed
+-- attempt into the job hash; returns the new attemptsMade. `f` is the hash's attemptsMade,
+-- stacktrace and attempts when the caller read them already (release), else nil.
+local function record_failure(key, now, reason, error_type, stack_json, attempt_json, f)
+  f = f or redis.call('HMGET', key, 'attemptsMade', 'stacktrace', 'attempts')
   local made = (tonumber(f[1]) or 0) + 1
   redis.call('HSET', key, 'attemptsMade', made, 'failedReason', reason, 'errorType', error_type,
     'finishedOn', now, 'stacktrace', json_appended(f[2], stack_json),
