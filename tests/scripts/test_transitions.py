@@ -233,6 +233,23 @@ async def test_claim_promotes_due_delayed_jobs_and_reports_the_next_due(
     assert reply[0] == NOW + 5000
 
 
+async def test_claim_with_nothing_due_reports_the_earliest_delayed_job_and_promotes_none(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    await add(raw, k, "now")
+    await add(raw, k, "later", delay=5000)
+    await add(raw, k, "latest", delay=9000)
+
+    reply = await claim(raw, k, count=5, now=NOW + 10)
+
+    assert [job[0] for job in reply[1:]] == ["now"]
+    assert reply[0] == NOW + 5000
+    assert await raw.zrange(k.delayed, 0, -1) == ["later", "latest"]
+    # and with none delayed at all, -1
+    await raw.delete(k.delayed)
+    assert (await claim(raw, k, now=NOW + 10))[0] == -1
+
+
 async def test_claims_promote_a_burst_of_due_jobs_a_bounded_number_at_a_time_in_due_order(
     raw: aioredis.Redis, k: QueueKeys
 ) -> None:

@@ -3,11 +3,17 @@
 -- promote_delayed(q, now, maxlen): move delayed jobs that are due to waiting (or prioritized),
 -- earliest first, at most PROMOTE_AT_MOST per call: every claim and outcome call promotes, so
 -- a burst of jobs due at once (a schedule's batch) goes over many calls, none long. Returns
--- how many moved.
+-- how many moved. It reads the earliest first: when none is due (mostly), that read is
+-- next_due's answer too (enqueue.lua's delayed_head).
 local PROMOTE_AT_MOST = 100
 local function promote_delayed(q, now, maxlen)
+  local first = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+  if #first == 0 or tonumber(first[2]) > now then
+    delayed_head[q.delayed] = #first == 0 and -1 or tonumber(first[2])
+    return 0
+  end
+  delayed_head[q.delayed] = nil
   local due = redis.call('ZRANGEBYSCORE', q.delayed, '-inf', now, 'LIMIT', 0, PROMOTE_AT_MOST)
-  if #due == 0 then return 0 end
   redis.call('ZREM', q.delayed, unpack(due))
   local pushed = {}
   for _, id in ipairs(due) do
@@ -126,8 +132,11 @@ end
 -- next_due(q): the due time of the earliest delayed job, or -1; or the end of the rate
 -- limit's window when that comes first and a claim of this call met the limit.
 local function next_due(q)
-  local first = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
-  local due = #first == 0 and -1 or tonumber(first[2])
+  local due = delayed_head[q.delayed]
+  if not due then
+    local first = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+    due = #first == 0 and -1 or tonumber(first[2])
+  end
   if limited_until >= 0 and (due < 0 or limited_until < due) then return limited_until end
   return due
 end

@@ -6,6 +6,12 @@
 -- The markers set by this script call: one ZADD wakes the workers, however many jobs follow
 -- (only a worker's BZPOPMIN takes the marker away, never a script).
 local enqueue_marked = {}
+-- delayed_head[key]: the due time (ms) of the earliest job of the delayed set `key`, -1 for
+-- none, as this script call read it last (includes/claim.lua's promote_delayed), so that
+-- next_due needs no read of its own. Whatever writes a delayed set clears its entry: enqueue
+-- and promote_now here, promote_delayed itself. (The scripts that write a delayed set
+-- otherwise, change_job, cancel_job, remove_job and the like, call neither of the two.)
+local delayed_head = {}
 local function enqueue_mark(q)
   if not enqueue_marked[q.marker] then
     redis.call('ZADD', q.marker, 0, '0')
@@ -27,6 +33,7 @@ local function enqueue(q, id, priority, delay, now, maxlen, pushed)
   if delay > 0 then
     local due = now + delay
     redis.call('ZADD', q.delayed, due, id)
+    delayed_head[q.delayed] = nil
     enqueue_mark(q)
     emit(q.events, maxlen, 'delayed', 'jobId', id, 'delay', due)
     return 'delayed'
@@ -51,6 +58,7 @@ end
 -- entered, or false, having written nothing, when it is not delayed.
 local function promote_now(q, id, now, maxlen, pushed)
   if redis.call('ZREM', q.delayed, id) == 0 then return false end
+  delayed_head[q.delayed] = nil
   local key = q.job_prefix .. id
   redis.call('HSET', key, 'delay', 0)
   emit(q.events, maxlen, 'promoted', 'jobId', id)
