@@ -379,18 +379,22 @@ def failure(reason: str = "boom") -> list[Any]:
     return [reason, "RuntimeError", json.dumps("Traceback ...\nRuntimeError: boom"), attempt]
 
 
+async def retry(raw: aioredis.Redis, k: QueueKeys, token: str, delay: int) -> Any:
+    """retry_job of job "a", held under ``token``, backing off ``delay`` ms; its reply."""
+    return await call(
+        raw,
+        "retry_job",
+        [*k.group, k.job("a"), memo(k)],
+        ["a", token, NOW, delay, *failure(), MAXLEN, 0, "w1", 30_000],
+    )
+
+
 async def test_retry_puts_the_job_in_delayed_with_its_backoff(
     raw: aioredis.Redis, k: QueueKeys
 ) -> None:
     await add(raw, k, "a", attempts=3)
-    token = await claim_token(raw, k)
 
-    reply = await call(
-        raw,
-        "retry_job",
-        [*k.group, k.job("a"), memo(k)],
-        ["a", token, NOW, 250, *failure(), MAXLEN, 0, "w1", 30_000],
-    )
+    reply = await retry(raw, k, await claim_token(raw, k), 250)
 
     assert reply[0] == 0
     assert await raw.zrange(k.delayed, 0, -1, withscores=True) == [("a", NOW + 250)]
@@ -404,14 +408,8 @@ async def test_retry_without_backoff_puts_a_prioritized_job_back_by_its_priority
     raw: aioredis.Redis, k: QueueKeys
 ) -> None:
     await add(raw, k, "a", attempts=3, priority=7)
-    token = await claim_token(raw, k)
 
-    reply = await call(
-        raw,
-        "retry_job",
-        [*k.group, k.job("a"), memo(k)],
-        ["a", token, NOW, 0, *failure(), MAXLEN, 0, "w1", 30_000],
-    )
+    reply = await retry(raw, k, await claim_token(raw, k), 0)
 
     assert reply[0] == 0
     assert await raw.lrange(k.wait, 0, -1) == []
@@ -426,12 +424,7 @@ async def test_retry_by_a_stranger_is_refused(raw: aioredis.Redis, k: QueueKeys)
     await add(raw, k, "a", attempts=3)
     await claim(raw, k)
 
-    reply = await call(
-        raw,
-        "retry_job",
-        [*k.group, k.job("a"), memo(k)],
-        ["a", "x:1", NOW, 0, *failure(), MAXLEN, 0, "w1", 30_000],
-    )
+    reply = await retry(raw, k, "x:1", 0)
 
     assert reply == [-2]
     assert await raw.lrange(k.active, 0, -1) == ["a"]
