@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -52,14 +53,21 @@ async def test_one_bulk_add_keeps_the_first_job_of_each_deduplication_id(queue: 
 
 
 @pytest.mark.parametrize(
-    ("processor", "attempts"),
-    [(lambda job: "done", 1), (lambda job: 1 / 0, 1)],
-    ids=["completed", "failed"],
+    ("processor", "options"),
+    [
+        (lambda job: "done", {}),
+        (lambda job: "done", {"remove_on_complete": True}),
+        (lambda job: 1 / 0, {}),
+        (lambda job: 1 / 0, {"remove_on_fail": True}),
+        (lambda job: 1 / 0, {"on_exhaustion": "discard"}),
+    ],
+    ids=["completed", "completed and removed", "failed", "failed and removed", "discarded"],
 )
 async def test_without_ttl_the_id_is_free_once_the_job_finishes(
-    queue: Queue, make_worker: MakeWorker, processor: Callable[[Job], object], attempts: int
-) -> None:
-    first = await queue.add("n", deduplication={"id": "k"}, attempts=attempts)
+    queue: Queue, make_worker: MakeWorker, processor: Callable[[Job], object],
+    options: dict[str, Any],
+) -> None:  # fmt: skip
+    first = await queue.add("n", deduplication={"id": "k"}, **options)
     worker = make_worker(processor)
 
     await wait_until(lambda: _freed(queue), message="the id to be freed")

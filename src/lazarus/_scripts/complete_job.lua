@@ -59,7 +59,8 @@ local key = KEYS[11]
 local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[8]
-local code, held = release(q, id, ARGV[2])
+-- Removed on completion, the job leaves with its hash: its lease's token goes with it.
+local code, held = release(q, id, ARGV[2], nil, ARGV[7] == '1')
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[10]) end
 local made = (tonumber(held[2]) or 0) + 1
 dedup_release(q.job_prefix, id, true, held[3])

@@ -54,13 +54,18 @@ local q = queue_keys(1)
 local id = ARGV[1]
 local now = tonumber(ARGV[3])
 local maxlen = ARGV[11]
--- What the attempt's record needs comes with the lease check, in one read.
-local code, held = release(q, id, ARGV[2], {'stacktrace', 'attempts'})
+-- A job discarded, or removed as it fails, leaves with its hash: nothing is written into it.
+-- Otherwise what the attempt's record needs comes with the lease check, in one read.
+local dropping = ARGV[15] == '1' or ARGV[10] == '1'
+local code, held = release(q, id, ARGV[2], not dropping and {'stacktrace', 'attempts'} or nil,
+  dropping)
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
-local made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7],
-  {held[2], held[5], held[6]})
+local made = (tonumber(held[2]) or 0) + 1
+if not dropping then
+  record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7], {held[2], held[5], held[6]})
+end
 if ARGV[15] == '1' then
-  discard_terminal(q, id, ARGV[4], made, now, maxlen)
+  discard_terminal(q, id, ARGV[4], made, now, maxlen, held[3], held[4])
 else
   -- release read the job's timestamp and deduplication id: nothing left to read
   fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]),

@@ -158,13 +158,14 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   return dl_id
 end
 
--- discard_terminal(src, id, reason, made, now, maxlen): delete the (already released) job `id`
--- for good (its on_exhaustion is discard), with what it held: its logs and its deduplication
--- id; its event is discarded instead of failed.
-local function discard_terminal(src, id, reason, made, now, maxlen)
+-- discard_terminal(src, id, reason, made, now, maxlen, deid, added): delete the (already
+-- released) job `id` for good (its on_exhaustion is discard), with what it held: its logs and
+-- its deduplication id; its event is discarded instead of failed. `deid` and `added` are its
+-- deid (false: none) and timestamp fields when the caller read them already, else nil.
+local function discard_terminal(src, id, reason, made, now, maxlen, deid, added)
   metrics_count(src, 'f', now)
-  dedup_release(src.job_prefix, id, true)
-  drop_job(src.job_prefix .. id, now)
+  dedup_release(src.job_prefix, id, true, deid)
+  drop_job(src.job_prefix .. id, now, added)
   emit(src.events, maxlen, 'discarded', 'jobId', id, 'failedReason', reason, 'attemptsMade', made)
 end
 
