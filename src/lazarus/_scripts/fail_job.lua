@@ -60,9 +60,12 @@ local dropping = ARGV[15] == '1' or ARGV[10] == '1'
 local code, held = release(q, id, ARGV[2], not dropping and {'stacktrace', 'attempts'} or nil,
   dropping)
 if code ~= 0 then return outcome_refused(q, KEYS[13], id, ARGV[2], code, ARGV[13]) end
-local made = (tonumber(held[2]) or 0) + 1
-if not dropping then
-  record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7], {held[2], held[5], held[6]})
+local made
+if dropping then
+  made = (tonumber(held[2]) or 0) + 1
+else
+  made = record_failure(KEYS[11], now, ARGV[4], ARGV[5], ARGV[6], ARGV[7],
+    {held[2], held[5], held[6]})
 end
 if ARGV[15] == '1' then
   discard_terminal(q, id, ARGV[4], made, now, maxlen, held[3], held[4])

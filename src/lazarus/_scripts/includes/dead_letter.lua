@@ -2,7 +2,7 @@
 -- @include metrics
 -- @include dedup
 -- @include job_logs
--- @include json_append
+-- @include finish
 -- count_dead_letter(meta, now, reason, source_name): keep the dead letter queue's counters in
 -- its meta hash: 'count:deadLettered:<reason>:<source queue>' and per-minute buckets
 -- 'rate:<minute>' for the last two hours (older buckets go when a new minute starts).
@@ -103,8 +103,7 @@ local DEAD_LETTER_FIELDS = {'name', 'data', 'opts', 'timestamp', 'failedReason',
 -- script, whose hash is about to go. Returns `f`.
 local function failed_fields(f, reason, error_type, stack_json, attempt_json)
   f[5], f[6] = reason, error_type
-  f[7], f[8] = json_appended(f[7], stack_json), json_appended(f[8], attempt_json)
-  f[9] = (tonumber(f[9]) or 0) + 1
+  f[9], f[7], f[8] = failure_appended(f[9], f[7], f[8], stack_json, attempt_json)
   return f
 end
 

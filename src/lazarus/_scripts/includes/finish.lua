@@ -48,14 +48,21 @@ local function retain(set, job_prefix, keep_count, keep_age_ms, now)
   end
 end
 
+-- failure_appended(made, stacktrace, attempts, stack_json, attempt_json): a job's
+-- attemptsMade, stacktrace and attempts fields (as read) after one more failed attempt.
+local function failure_appended(made, stacktrace, attempts, stack_json, attempt_json)
+  return (tonumber(made) or 0) + 1, json_appended(stacktrace, stack_json),
+    json_appended(attempts, attempt_json)
+end
+
 -- record_failure(key, now, reason, error_type, stack_json, attempt_json, f): write one failed
 -- attempt into the job hash; returns the new attemptsMade. `f` is the hash's attemptsMade,
 -- stacktrace and attempts when the caller read them already (release), else nil.
 local function record_failure(key, now, reason, error_type, stack_json, attempt_json, f)
   f = f or redis.call('HMGET', key, 'attemptsMade', 'stacktrace', 'attempts')
-  local made = (tonumber(f[1]) or 0) + 1
+  local made, stacktrace, attempts = failure_appended(f[1], f[2], f[3], stack_json,
+    attempt_json)
   redis.call('HSET', key, 'attemptsMade', made, 'failedReason', reason, 'errorType', error_type,
-    'finishedOn', now, 'stacktrace', json_appended(f[2], stack_json),
-    'attempts', json_appended(f[3], attempt_json))
+    'finishedOn', now, 'stacktrace', stacktrace, 'attempts', attempts)
   return made
 end
