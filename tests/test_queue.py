@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 from lazarus import Backoff, JobNotFoundError, Queue, RedisUnavailableError
+from lazarus._adding import BULK_CHUNK, BULK_IN_FLIGHT
 from lazarus._connection import connect, now_ms
 from lazarus._scripts.wait_search import WAIT_LOOKS
 
@@ -158,15 +159,19 @@ async def test_a_bulk_of_large_payloads_is_added_over_calls_of_a_bounded_size(
 
 
 async def test_add_bulk_adds_in_order(queue: Queue) -> None:
-    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(1200)])
+    # More jobs than one pipeline of calls holds: the pipelines go one after another
+    count = BULK_CHUNK * BULK_IN_FLIGHT * 2 + 100
+    jobs = await queue.add_bulk([{"name": "n", "data": i} for i in range(count)])
 
     waiting = await queue.get_waiting(0, -1)
 
-    assert len(jobs) == 1200
-    assert [j.data for j in reversed(waiting)] == list(range(1200))
+    assert len(jobs) == count
+    assert [j.data for j in reversed(waiting)] == list(range(count))
+    assert [j.id for j in jobs] == [j.id for j in reversed(waiting)]
     assert jobs[0].stacktrace is not jobs[1].stacktrace  # each job's lists are its own
     assert jobs[0].attempts is not jobs[1].attempts
-    assert jobs[1_199] == await queue.get_job(jobs[1_199].id)
+    for index in (0, BULK_CHUNK * BULK_IN_FLIGHT, count - 1):
+        assert jobs[index] == await queue.get_job(jobs[index].id)
 
 
 async def test_queue_names_with_braces_are_rejected(redis_url: str) -> None:

@@ -75,6 +75,21 @@ class QueueAddingMixin:
             raise ValueError(f"job name is {len(name)} characters long, over the limit of {limit}")
         if has_lone_surrogate(name):
             raise ValueError(f"job name {name!r} has a lone surrogate, which UTF-8 cannot encode")
+        if options:
+            job_id, dedup, opts, opts_json = self._resolved(options, known)
+        else:  # name and data only, as most jobs of a bulk: every option at its default
+            job_id, dedup = new_id(), None
+            opts, opts_json = self._options(_NO_OPTIONS)
+        if self.schema is not None:
+            data = self.schema.stored(data)
+        payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
+        args = [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
+        return _Prepared(args, data, opts, dedup)
+
+    def _resolved(
+        self, options: Mapping[str, Any], known: bool
+    ) -> tuple[str, Deduplication | None, JobOptions, str]:
+        """A job's id, deduplication, options and their JSON, from the options of its add."""
         if not known and not _ADD_KEYS.issuperset(options):
             raise TypeError(f"unknown job options: {sorted(set(options) - _ADD_KEYS)}")
         job_id = options.get("job_id")
@@ -88,13 +103,9 @@ class QueueAddingMixin:
         ):
             options = resolve_delay(options, now_ms())
         opts, opts_json = self._options({k: v for k, v in options.items() if k not in _NOT_OPTIONS})
-        if self.schema is not None:
-            data = self.schema.stored(data)
-        payload = _codec.encode(data, field="data", max_bytes=self.max_payload_bytes)
-        args = [job_id, name, payload, opts_json, opts.delay, opts.priority, opts.attempts]
-        return _Prepared(args, data, opts, dedup)
+        return job_id, dedup, opts, opts_json
 
-    def _options(self, options: dict[str, Any]) -> tuple[JobOptions, str]:
+    def _options(self, options: Mapping[str, Any]) -> tuple[JobOptions, str]:
         """Validated options and their JSON; a bulk of jobs with equal options builds them once."""
         try:
             key: Any = tuple(options.items())  # scalars only (the usual case): no sorting
@@ -198,8 +209,9 @@ class QueueAddingMixin:
         script = _scripts.load("add_jobs")
         now = now_ms()
 
+        chunks = list(_chunks(prepared))
         calls = []
-        for chunk in _chunks(prepared):
+        for chunk in chunks:
             keys = [*self.keys.group, *(self.keys.job(p.args[0]) for p in chunk)]
             args: list[Any] = [now, self.max_events, 0]  # resent: see _scripts.Script
             for p in chunk:
@@ -208,34 +220,42 @@ class QueueAddingMixin:
                 for p in chunk:
                     args += NO_DEDUPLICATION if p.dedup is None else p.dedup.args()
             calls.append((keys, args))
-        sending = (
-            script(self._client, *calls[0]) if len(calls) == 1 else self._send_chunks(script, calls)
-        )
         if len(prepared) == 1:  # a single add: nothing worth a task to overlap
-            return await self._jobs_added(prepared, await sending, self._built(prepared, now))
-        # The jobs are built while Redis runs the calls, which were written first: most
-        # replies only confirm them.
-        sent = asyncio.ensure_future(sending)
-        try:
-            await asyncio.sleep(0)  # let it write the calls before the loop below
-            built = self._built(prepared, now)
-            results = await sent
-        finally:
-            sent.cancel()  # a no-op once done; else (we were cancelled) the calls' task too
-        return await self._jobs_added(prepared, results, built)
+            results = await script(self._client, *calls[0])
+            return await self._jobs_added(prepared, results, self._built(prepared, now))
+        return await self._jobs_added(
+            prepared, *await self._send_chunks(script, calls, chunks, now)
+        )
 
     async def _send_chunks(
-        self, script: _scripts.Script, calls: list[tuple[list[str], list[Any]]]
-    ) -> list[Any]:
-        """The replies of ``calls``: one pipeline per few chunks, in order on one connection,
-        one round trip each."""
+        self,
+        script: _scripts.Script,
+        calls: list[tuple[list[str], list[Any]]],
+        chunks: list[list[_Prepared]],
+        now: int,
+    ) -> tuple[list[Any], list[Job]]:
+        """The replies of ``calls`` (one per job) and the jobs they add, as written: one
+        pipeline per few calls, in order on one connection, one round trip each. While Redis
+        runs a pipeline, the client builds its jobs and readies the next one's commands, so
+        that it goes out as soon as the replies are in."""
+        shared = Job._added_fields(self.name, now, self._job_handle)
         results: list[Any] = []
+        built: list[Job] = []
+        group = calls[:BULK_IN_FLIGHT]
+        commands = [script.command(keys, args) for keys, args in group]
         for start in range(0, len(calls), BULK_IN_FLIGHT):
-            for batch in await script.call_many(
-                self._client, calls[start : start + BULK_IN_FLIGHT]
-            ):
-                results += batch
-        return results
+            sent = asyncio.ensure_future(script.call_many(self._client, group, commands))
+            try:
+                await asyncio.sleep(0)  # let it write the pipeline before the work below
+                for chunk in chunks[start : start + BULK_IN_FLIGHT]:
+                    built += [p.job(shared) for p in chunk]
+                group = calls[start + BULK_IN_FLIGHT : start + 2 * BULK_IN_FLIGHT]
+                commands = [script.command(keys, args) for keys, args in group]
+                for batch in await sent:
+                    results += batch
+            finally:
+                sent.cancel()
+        return results, built
 
     def _built(self, prepared: list[_Prepared], now: int) -> list[Job]:
         shared = Job._added_fields(self.name, now, self._job_handle)

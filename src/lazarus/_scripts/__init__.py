@@ -146,14 +146,19 @@ class Script:
         return reply
 
     async def call_many(
-        self, client: Client, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
+        self,
+        client: Client,
+        calls: Sequence[tuple[Sequence[str], Sequence[Any]]],
+        commands: Sequence[Packed] | None = None,
     ) -> list[Any]:
-        """Run several calls in one round trip, in order, on one connection.
+        """Run several calls in one round trip, in order, on one connection; ``commands``:
+        their :meth:`command`, when the caller readied them already.
 
         Only for idempotent calls: a call the server refused with NOSCRIPT is run again
         after loading the script.
         """
-        commands = [self.command(keys, args) for keys, args in calls]
+        if commands is None:
+            commands = [self.command(keys, args) for keys, args in calls]
         results = await execute(client, commands, repeatable=self.repeatable)
         for index, result in enumerate(results):
             if isinstance(result, NoScriptError):
