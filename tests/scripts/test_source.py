@@ -12,6 +12,8 @@ import redis.asyncio as aioredis
 from lazarus import _scripts
 from lazarus._scripts._source import prune
 
+_COMMENTS = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
+
 SAMPLE = """\
 -- helper(): not called, only named in this comment
 local function helper()
@@ -46,7 +48,7 @@ def test_prune_keeps_what_the_script_reaches_and_drops_the_rest() -> None:
 @pytest.mark.parametrize("name", _scripts.NAMES)
 def test_every_local_function_a_script_calls_is_defined_in_it(name: str) -> None:
     source = _scripts.load(name).source
-    body = re.sub(r"--\[\[.*?\]\]|--[^\n]*", "", source, flags=re.DOTALL)
+    body = _COMMENTS.sub("", source)
     defined = set(re.findall(r"^local function (\w+)", source, re.MULTILINE))
     every = set()
     for path in resources.files("lazarus._scripts").joinpath("includes").iterdir():
@@ -68,3 +70,32 @@ def test_a_function_that_breaks_the_convention_is_refused() -> None:
 
     with pytest.raises(ValueError, match="alone on a line"):
         prune(one_line)
+
+
+# The functions that write a queue's delayed set and keep enqueue.lua's cache of its earliest
+# due time (delayed_head) right; and the commands that write a sorted set or a key whole.
+_DELAYED_KEEPERS = ("enqueue", "promote_now", "promote_delayed")
+_WRITE = re.compile(
+    r"redis\.call\('(?:ZADD|ZREM|ZINCRBY|ZPOPMIN|ZPOPMAX|ZREMRANGEBYSCORE|ZREMRANGEBYRANK|"
+    r"ZREMRANGEBYLEX|ZUNIONSTORE|ZINTERSTORE|ZDIFFSTORE|ZRANGESTORE|DEL|UNLINK|RENAME|"
+    r"RENAMENX|RESTORE|COPY|MOVE|SORT)',\s*([^,)]+)"
+)
+_KEEPER = re.compile(
+    rf"^local function ({'|'.join(_DELAYED_KEEPERS)})\(.*?^end$", re.MULTILINE | re.DOTALL
+)
+
+
+@pytest.mark.parametrize("name", _scripts.NAMES)
+def test_a_script_that_reads_the_cached_delayed_head_writes_delayed_sets_only_through_enqueue(
+    name: str,
+) -> None:
+    # promote_delayed and next_due trust delayed_head, which only enqueue.lua's functions
+    # keep; a script that calls them and writes a delayed set any other way could claim too
+    # early or sleep past a due job.
+    script = _scripts.load(name)
+    code = _COMMENTS.sub("", script.source)
+    if not re.search(r"(?<!function )\b(promote_delayed|next_due)\(", code):
+        return
+    delayed = {f"KEYS[{i}]" for i, key in script.header_keys.items() if key == "delayed"}
+    written = [key.strip() for key in _WRITE.findall(_KEEPER.sub("", code))]
+    assert [key for key in written if "delayed" in key or key in delayed] == []

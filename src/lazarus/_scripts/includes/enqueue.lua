@@ -10,7 +10,8 @@ local enqueue_marked = {}
 -- none, as this script call read it last (includes/claim.lua's promote_delayed), so that
 -- next_due needs no read of its own. Whatever writes a delayed set clears its entry: enqueue
 -- and promote_now here, promote_delayed itself. (The scripts that write a delayed set
--- otherwise, change_job, cancel_job, remove_job and the like, call neither of the two.)
+-- otherwise, change_job, cancel_job, remove_job and the like, call neither of the two:
+-- tests/scripts/test_source.py checks every script for it.)
 local delayed_head = {}
 local function enqueue_mark(q)
   if not enqueue_marked[q.marker] then
