@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -613,6 +613,39 @@ async def test_close_of_an_idle_worker_does_not_wait_out_the_blocking_timeout(
 
     # Idle now, blocked on the marker for up to 30 s: close must not wait for that.
     await asyncio.wait_for(worker.close(), 5)
+
+
+@pytest.mark.parametrize("queues", [["jobs"], ["other", "jobs"]], ids=["one queue", "two"])
+async def test_an_idle_worker_starts_a_claimed_job_before_it_blocks_again(
+    queue: Queue, make_worker: MakeWorker, queues: list[str]
+) -> None:
+    # Given an idle worker, blocked on the marker
+    blocking_at_start: list[bool] = []
+    worker: Worker
+
+    async def record(job: Job) -> None:  # run in the event loop, as the claim loop is
+        blocking_at_start.append(worker._blocking)
+
+    def blocked_after(runs: int) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return worker._blocking and len(blocking_at_start) == runs
+
+        return check
+
+    # (with free slots left after a claim, the loop goes back to block at once; with two
+    # queues, the job's is claimed last, so no other claim comes between)
+    worker = make_worker(record, queues if len(queues) > 1 else queues[0], block_timeout=30,
+                         concurrency=4)  # fmt: skip
+    await wait_until(blocked_after(0), message="the worker blocks")
+
+    # When jobs come one at a time
+    for runs in (1, 2):
+        await queue.add("n", None)
+        await wait_until(blocked_after(runs), message="the job ran, and the worker blocks again")
+
+    # Then each started before the worker sent its next blocking claim: that write is not
+    # on the way from the claim to the processor
+    assert blocking_at_start == [False, False]
 
 
 async def test_leases_are_renewed_while_close_waits_for_running_jobs(

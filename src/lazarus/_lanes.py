@@ -24,7 +24,7 @@ from redis.asyncio.cluster import RedisCluster
 from . import _scripts
 from ._burst import next_step, room
 from ._checks import at_least
-from ._claiming import start
+from ._claiming import begin_before_blocking, start
 from ._connection import now_ms
 from ._execution import ClaimedJob, ExecutionContext, parse_claimed
 from ._keys import QueueKeys, new_id, validate_queue_name
@@ -197,6 +197,8 @@ async def main_loop(worker: Worker) -> None:
                 await wait_for_work(worker, next_due)
             claimed, next_due = await claim_round(worker, free, weighted)
             idle = claimed < free  # every lane had less than asked: all drained for now
+            if claimed and idle:
+                await begin_before_blocking()
         except Exception as exc:  # whatever it is, the loop goes on (after a backoff)
             idle = False
             worker._report_error(exc, worker._claim_incident)
