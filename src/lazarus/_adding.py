@@ -16,6 +16,7 @@ from ._codec import text as _text
 from ._connection import now_ms, reports_unavailable
 from ._dedup import NO_DEDUPLICATION, Deduplication
 from ._keys import QueueKeys, has_lone_surrogate, new_id, validate_job_id
+from ._scripts._coalesce import Packed
 from .errors import ErrorCode
 from .job import Job
 from .job_options import MAX_JOB_NAME_LENGTH, Delay, JobOptions, resolve_delay
@@ -242,20 +243,32 @@ class QueueAddingMixin:
         results: list[Any] = []
         built: list[Job] = []
         group = calls[:BULK_IN_FLIGHT]
-        commands = [script.command(keys, args) for keys, args in group]
+        commands = _packed(script, group)
         for start in range(0, len(calls), BULK_IN_FLIGHT):
-            sent = asyncio.ensure_future(script.call_many(self._client, group, commands))
+            sent = asyncio.ensure_future(self._pipeline(script, group, commands))
             try:
                 await asyncio.sleep(0)  # let it write the pipeline before the work below
                 for chunk in chunks[start : start + BULK_IN_FLIGHT]:
                     built += [p.job(shared) for p in chunk]
                 group = calls[start + BULK_IN_FLIGHT : start + 2 * BULK_IN_FLIGHT]
-                commands = [script.command(keys, args) for keys, args in group]
+                commands = _packed(script, group)
                 for batch in await sent:
                     results += batch
             finally:
                 sent.cancel()
         return results, built
+
+    async def _pipeline(
+        self,
+        script: _scripts.Script,
+        group: list[tuple[list[str], list[Any]]],
+        commands: list[Packed],
+    ) -> list[Any]:
+        """The replies of ``group``'s calls; a lone call goes with the batches that the
+        client's other calls share (``_scripts.coalesced``), as an add of one job does."""
+        if len(group) == 1:
+            return [await script(self._client, *group[0])]
+        return await script.call_many(self._client, group, commands)
 
     def _built(self, prepared: list[_Prepared], now: int) -> list[Job]:
         shared = Job._added_fields(self.name, now, self._job_handle)
@@ -276,6 +289,12 @@ class QueueAddingMixin:
                     # A holder gone meanwhile (removed by retention, say): its id is known.
                     built[index] = dataclasses.replace(built[index], id=holder)
         return built
+
+
+def _packed(script: _scripts.Script, group: list[tuple[list[str], list[Any]]]) -> list[Packed]:
+    """The commands of a pipeline of several calls, packed ahead; none for a lone call,
+    which its batch packs."""
+    return [script.command(keys, args) for keys, args in group] if len(group) > 1 else []
 
 
 def _chunks(prepared: list[_Prepared]) -> Iterator[list[_Prepared]]:
