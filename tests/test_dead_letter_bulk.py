@@ -21,6 +21,7 @@ from lazarus import (
     Worker,
 )
 from lazarus._connection import now_ms
+from lazarus._scripts import CALL_BUDGET_US
 
 from .conftest import wait_until
 from .procs import fail_as_told
@@ -579,8 +580,10 @@ class CountedQueue(Queue):
     running: int = 0
     most: int = 0
     begun: int = 0
+    budgets: set[int] = set()
 
     async def _replay_batch(self, matches: list[tuple[str, str]], *args: Any) -> int:
+        self.budgets = self.budgets | {args[-1]}  # each act's budget per script call, in µs
         self.begun += 1
         self.running += 1
         self.most = max(self.most, self.running)
@@ -612,11 +615,13 @@ async def test_bulk_replay_overlaps_two_batches_at_most_and_none_with_a_rate(
         await counted.close()
 
     # Then all went back once; without a rate two batches were on their way at once, never
-    # more (their calls share Redis's budget); with one, one batch at a time
+    # more, their calls sharing a lone call's budget; with one, one batch at a time, each
+    # call with a lone call's budget
     assert replayed == 10
     assert await queue.get_waiting_count() == 10
     assert counted.begun == 5
     assert counted.most == (2 if rate is None else 1)
+    assert counted.budgets == ({CALL_BUDGET_US // 2} if rate is None else {CALL_BUDGET_US})
 
 
 async def test_concurrent_bulk_replays_and_purges_leave_no_dead_letter_behind(

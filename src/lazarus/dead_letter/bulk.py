@@ -27,14 +27,16 @@ if TYPE_CHECKING:
     from .._keys import QueueKeys
 
 Progress = Callable[[int], Any]
-# Acts on one batch of matches, (dead letter id, source queue) each; returns how many it handled.
-Act = Callable[[list[tuple[str, str]]], Awaitable[int]]
+# Acts on one batch of matches, (dead letter id, source queue) each, each script call of it
+# within the time budget given (µs); returns how many it handled.
+Act = Callable[[list[tuple[str, str]], int], Awaitable[int]]
 DEFAULT_BATCH = 100
 # Bulk replay and purge (and the CLI and HTTP API's): fewer, fuller script calls, each still
 # stopped by its time budget.
 BULK_BATCH = 500
-# The time budget of each script call of an act (see run): two acts are on their way at once,
-# and their calls may reach Redis back to back, so each has half a lone call's budget.
+# The time budget of each script call of an act without a rate (see run): two acts are on
+# their way at once, and their calls may reach Redis back to back, so each has half a lone
+# call's budget. With a rate, one act at a time has a lone call's.
 ACT_BUDGET_US = CALL_BUDGET_US // 2
 
 
@@ -116,12 +118,13 @@ async def run(
     its way: the client readies one batch's calls while Redis runs the other's (on another
     connection), so the two overlap. Each call of an act keeps to :data:`ACT_BUDGET_US`, so
     two of them reaching Redis back to back hold it no longer than one lone call. With a
-    ``rate``, one act at a time keeps the pace exact."""
+    ``rate``, one act at a time keeps the pace exact, with a lone call's budget."""
     bounded = snapshot(flt)
     if bounded is None:
         return 0
     started = asyncio.get_running_loop().time()
     batch = batch_size if rate is None else max(1, min(batch_size, int(rate)))
+    budget = ACT_BUDGET_US if rate is None else CALL_BUDGET_US
     total = 0
     steps = search.walk(client, keys, bounded, order="oldest", batch=batch, sources=sources)
     # The walk reads one step ahead while batches are acted on: the step starts past them,
@@ -138,12 +141,12 @@ async def run(
             else:
                 matches = [(dl_id, "") for dl_id in result.matches]
             if rate is None:
-                previous, acting = acting, asyncio.ensure_future(act(matches))
+                previous, acting = acting, asyncio.ensure_future(act(matches, budget))
                 if previous is None:
                     continue
                 total += await previous
             else:
-                total += await act(matches)
+                total += await act(matches, budget)
             if on_progress is not None:
                 await report(on_progress, total)
             await throttle(started, total, rate)

@@ -110,7 +110,7 @@ class DeadLetterMovesMixin:
         by = replay.check_replayer(actor, note, rule)
         registered: set[str] = set()  # target queues registered by this run already
         return await self._bulk(
-            filter, lambda matches: self._replay_batch(matches, registered, by),
+            filter, lambda matches, budget: self._replay_batch(matches, registered, by, budget),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
             statuses=REPLAYABLE,
         )  # fmt: skip
@@ -157,6 +157,7 @@ class DeadLetterMovesMixin:
         matches: list[tuple[str, str]],
         registered: set[str] | None = None,
         by: replay.Replayer | None = None,
+        budget_us: int = bulk.ACT_BUDGET_US,
     ) -> int:
         by_source: dict[str, list[tuple[str, replay.Override]]] = {}
         for dl_id, source in matches:
@@ -167,7 +168,7 @@ class DeadLetterMovesMixin:
             await replay.replay(
                 self._client, self.keys, self.max_events, source, items,
                 register=registered is None or source not in registered, by=by,
-                budget_us=bulk.ACT_BUDGET_US,
+                budget_us=budget_us,
             )
             for source, items in by_source.items()
         ]  # fmt: skip
@@ -215,15 +216,17 @@ class DeadLetterMovesMixin:
             if whole is not None:
                 return whole
         return await self._bulk(
-            filter, lambda matches: self._purge_batch(matches, _scope(filter)),
+            filter, lambda matches, budget: self._purge_batch(matches, _scope(filter), budget),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
             sources=False,
         )  # fmt: skip
 
-    async def _purge_batch(self, matches: list[tuple[str, str]], statuses: str) -> int:
+    async def _purge_batch(
+        self, matches: list[tuple[str, str]], statuses: str, budget_us: int
+    ) -> int:
         ids = [dl_id for dl_id, _ in matches]
         results = await replay.purge(
-            self._client, self.keys, self.max_events, ids, statuses, budget_us=bulk.ACT_BUDGET_US
+            self._client, self.keys, self.max_events, ids, statuses, budget_us=budget_us
         )
         return sum(1 for r in results if r == 1)
 
