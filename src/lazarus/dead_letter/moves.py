@@ -155,9 +155,9 @@ class DeadLetterMovesMixin:
     async def _replay_batch(
         self,
         matches: list[tuple[str, str]],
-        registered: set[str] | None = None,
-        by: replay.Replayer | None = None,
-        budget_us: int = bulk.ACT_BUDGET_US,
+        registered: set[str] | None,
+        by: replay.Replayer | None,
+        budget_us: int,
     ) -> int:
         by_source: dict[str, list[tuple[str, replay.Override]]] = {}
         for dl_id, source in matches:
