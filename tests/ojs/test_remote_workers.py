@@ -10,6 +10,7 @@ import pytest
 from fastapi import FastAPI
 
 from lazarus import Queue, Worker
+from lazarus.ojs import remote_workers
 from lazarus.ojs.sweeper import Sweeper
 from lazarus.workers import list_workers
 
@@ -195,6 +196,29 @@ async def test_deregistering_leaves_alone_a_job_another_worker_holds_now(
     assert response.json()["rescheduled_job_ids"] == []
     ack = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "worker_id": "w-new"})
     assert ack.status_code == 200, ack.text
+
+
+async def test_deregistering_lets_go_of_every_job_the_worker_holds_past_one_page(
+    client: httpx.AsyncClient, mail: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a lapsed remote worker holding five jobs, claimed between those of a live one,
+    # and a deregistration that reads two active jobs at a time
+    monkeypatch.setattr(remote_workers, "ACTIVE_PAGE", 2)
+    gone: list[str] = []
+    for _ in range(5):
+        for _ in range(2):
+            await enqueue(client)
+        gone += await fetch(client, "w-many")
+        assert len(await fetch(client, "w-busy")) == 1
+    await lapse(mail, "w-many")
+
+    # When the admin deregisters it
+    response = await client.delete("/ojs/v1/admin/workers/w-many")
+
+    # Then every one of its jobs is let go, from every page, and none of the other's
+    assert response.status_code == 200, response.text
+    assert sorted(response.json()["rescheduled_job_ids"]) == sorted(gone)
+    assert len(set(gone)) == 5
 
 
 async def test_deregistering_an_unknown_worker_is_a_404(client: httpx.AsyncClient) -> None:

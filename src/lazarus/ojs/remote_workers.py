@@ -34,7 +34,7 @@ from .._connection import now_ms
 from .backend import Backend
 
 MAX_JOBS_KEPT = 100  # active job ids kept in a remote worker's details
-MAX_ACTIVE_READ = 10_000  # active jobs of one queue looked at by a deregistration, at most
+ACTIVE_PAGE = 1_000  # active job ids a deregistration reads from a queue at a time
 DIRECTIVE_KEEP_MS = 24 * 3600 * 1000  # how long a quiet directive waits for its worker
 _FORGET_AFTER = 60.0  # seconds: what this process remembers of a worker gone quiet as long
 
@@ -116,32 +116,54 @@ async def directive(backend: Backend, worker_id: str) -> str | None:
 async def release(backend: Backend, queues: list[str], worker_id: str) -> tuple[bool, list[str]]:
     """Deregister worker ``worker_id`` from ``queues`` and expire the leases of the jobs it
     still holds in them (their OJS records name it, under the token the engine still has):
-    whether any queue had registered it (live or lapsed), and the ids of the jobs let go."""
+    whether any queue had registered it (live or lapsed), and the ids of the jobs let go.
+
+    Each queue's active jobs are read :data:`ACTIVE_PAGE` at a time from the oldest claim
+    on, which claims made meanwhile (at the list's other end) do not shift. A job that a page
+    misses while other jobs leave the list stays the worker's until its lease lapses, as it
+    would have without the deregistration."""
     known, released = False, []
     for name in queues:
         keys = backend.keys(name)
         async with backend.client.pipeline(transaction=True) as pipe:  # one slot: the queue's
             pipe.zrem(keys.workers, worker_id)
             pipe.hdel(keys.workers_info, worker_id)
-            pipe.lrange(keys.active, 0, MAX_ACTIVE_READ - 1)
-            left, forgotten, raw = await pipe.execute()
+            pipe.lrange(keys.active, -ACTIVE_PAGE, -1)
+            left, forgotten, page = await pipe.execute()
         known = known or bool(left or forgotten)
-        active = [_text(i) for i in raw]
-        if not active:
-            continue
-        async with backend.client.pipeline(transaction=False) as pipe:
-            for job_id in active:
-                pipe.hmget(backend.records.key(name, job_id), ["worker_id", "token"])
-            held = await pipe.execute()
-        pairs: list[str] = []
-        for job_id, (holder, token) in zip(active, held, strict=True):
-            if holder is not None and _text(holder) == worker_id and token is not None:
-                pairs += [job_id, _text(token)]
-        if pairs:  # a lease that moved on meanwhile is not the worker's any more: left alone
-            lost, _, _ = await _scripts.load("extend_locks")(
-                backend.client, [keys.leases, keys.job_prefix], [backend.now() - 1, *pairs]
-            )
-            gone = {_text(i) for i in lost}
-            released += [j for j in pairs[::2] if j not in gone]
+        seen: set[str] = set()
+        read = 0
+        while page:
+            fresh = [job_id for job_id in map(_text, page) if job_id not in seen]
+            seen.update(fresh)
+            released += await _let_go(backend, name, worker_id, fresh)
+            if len(page) < ACTIVE_PAGE:
+                break
+            read += ACTIVE_PAGE
+            page = await backend.client.lrange(keys.active, -read - ACTIVE_PAGE, -read - 1)
     await backend.client.delete(directive_key(backend, worker_id))
     return known, released
+
+
+async def _let_go(backend: Backend, queue: str, worker_id: str, active: list[str]) -> list[str]:
+    """Expire the leases of those of ``active`` (job ids of ``queue``) that ``worker_id``
+    holds: the ids of the jobs let go."""
+    if not active:
+        return []
+    async with backend.client.pipeline(transaction=False) as pipe:
+        for job_id in active:
+            pipe.hmget(backend.records.key(queue, job_id), ["worker_id", "token"])
+        held = await pipe.execute()
+    pairs: list[str] = []
+    for job_id, (holder, token) in zip(active, held, strict=True):
+        # A lease that moved on meanwhile is not the worker's any more: left alone.
+        if holder is not None and _text(holder) == worker_id and token is not None:
+            pairs += [job_id, _text(token)]
+    if not pairs:
+        return []
+    keys = backend.keys(queue)
+    lost, _, _ = await _scripts.load("extend_locks")(
+        backend.client, [keys.leases, keys.job_prefix], [backend.now() - 1, *pairs]
+    )
+    gone = {_text(i) for i in lost}
+    return [j for j in pairs[::2] if j not in gone]
