@@ -77,8 +77,9 @@ end
 if ARGV[7] == '1' then
   drop_job(key, now, held[4])
 else
-  redis.call('HSET', key, 'attemptsMade', made, 'returnvalue', ARGV[4], 'finishedOn', now)
-  redis.call('ZADD', KEYS[12], now, id)
+  redis.call('HSET', key, 'attemptsMade', int_text(made), 'returnvalue', ARGV[4],
+    'finishedOn', ARGV[3])
+  redis.call('ZADD', KEYS[12], ARGV[3], id)
   retain(KEYS[12], q.job_prefix, tonumber(ARGV[5]), tonumber(ARGV[6]), now)
 end
 emit(q.events, maxlen, 'completed', 'jobId', id, 'returnvalue', ARGV[4])

@@ -72,7 +72,7 @@ if ARGV[15] == '1' then
 else
   -- release read the job's timestamp and deduplication id: nothing left to read
   fail_terminal(q, KEYS[12], id, now, tonumber(ARGV[8]), tonumber(ARGV[9]),
-    tonumber(ARGV[10]), maxlen, {ARGV[4], made, held[4], held[3]})
+    tonumber(ARGV[10]), maxlen, {ARGV[4], int_text(made), held[4], held[3]})
 end
 local job = false
 if ARGV[12] == '1' then

@@ -78,10 +78,11 @@ local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
   local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'
   local priority = tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0
   local delay = tonumber(f[6]) or 0
-  local atm = ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7] or 1
+  local atm = ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7] or '1'
   redis.call('HSET', new_key, 'name', f[2] or '', 'data', data, 'opts', opts,
-    'timestamp', now, 'delay', delay, 'priority', priority, 'atm', atm, 'attemptsMade', 0,
-    'rc', (tonumber(f[8]) or 0) + 1, 'replayOf', dl_id, 'replayDlq', ARGV[4])
+    'timestamp', ARGV[1], 'delay', int_text(delay), 'priority', int_text(priority), 'atm', atm,
+    'attemptsMade', '0', 'rc', int_text((tonumber(f[8]) or 0) + 1), 'replayOf', dl_id,
+    'replayDlq', ARGV[4])
   copy_logs(dl_key, new_key)
   emit(KEYS[2], maxlen, 'statusChanged', 'jobId', dl_id, 'from', from, 'to', 'processing',
     'actor', actor, 'note', note)

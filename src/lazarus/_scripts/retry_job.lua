@@ -54,8 +54,8 @@ local code, held = release(q, id, ARGV[2], {'stacktrace', 'attempts', 'priority'
 if code ~= 0 then return outcome_refused(q, KEYS[12], id, ARGV[2], code, ARGV[11]) end
 local made = record_failure(key, now, ARGV[5], ARGV[6], ARGV[7], ARGV[8],
   {held[2], held[5], held[6]})
-emit(q.events, maxlen, 'retrying', 'jobId', id, 'attemptsMade', made,
-  'failedReason', ARGV[5], 'delay', delay)
+emit(q.events, maxlen, 'retrying', 'jobId', id, 'attemptsMade', int_text(made),
+  'failedReason', ARGV[5], 'delay', ARGV[4])
 local priority = tonumber(held[7] or '0') or 0
 enqueue(q, id, priority, delay, now, maxlen)
 local job = false

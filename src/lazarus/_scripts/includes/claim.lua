@@ -7,13 +7,14 @@
 -- next_due's answer too (enqueue.lua's delayed_head).
 local PROMOTE_AT_MOST = 100
 local function promote_delayed(q, now, maxlen)
-  local first = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', q.delayed, '0', '0', 'WITHSCORES')
   if #first == 0 or tonumber(first[2]) > now then
     delayed_head[q.delayed] = #first == 0 and -1 or tonumber(first[2])
     return 0
   end
   delayed_head[q.delayed] = nil
-  local due = redis.call('ZRANGEBYSCORE', q.delayed, '-inf', now, 'LIMIT', 0, PROMOTE_AT_MOST)
+  local due = redis.call('ZRANGEBYSCORE', q.delayed, '-inf', int_text(now), 'LIMIT', '0',
+    int_text(PROMOTE_AT_MOST))
   redis.call('ZREM', q.delayed, unpack(due))
   local pushed = {}
   for _, id in ipairs(due) do
@@ -54,7 +55,7 @@ local limited_until = -1
 -- holds Redis long whatever a removal left behind.
 local CLAIM_SKIP_AT_MOST = 1000
 local function claim_later(q)
-  redis.call('ZADD', q.marker, 0, '0')
+  redis.call('ZADD', q.marker, '0', '0')
   return false
 end
 
@@ -81,7 +82,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       local popped = redis.call('ZPOPMIN', q.prioritized)
       if #popped == 0 then
         -- A worker on a dead letter queue takes its pending dead letters, oldest first.
-        popped = redis.call('ZRANGE', q.dl .. 'i:s:pending', 0, 0)
+        popped = redis.call('ZRANGE', q.dl .. 'i:s:pending', '0', '0')
         if #popped == 0 then return false end
         if not store_remove(q.dl, popped[1], q.job_prefix .. popped[1], 'claimed', now) then
           -- An entry whose dead letter is not there as pending (its hash gone) would be
@@ -98,17 +99,17 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
     local fields = key and redis.call('HGETALL', key) or {}
     if #fields > 0 then
       redis.call('LPUSH', q.active, id)
-      local started = 1
+      local started = '1'
       for i = 1, #fields, 2 do
         if fields[i] == 'ats' then
-          started = (tonumber(fields[i + 1]) or 0) + 1
+          started = int_text((tonumber(fields[i + 1]) or 0) + 1)
           break
         end
       end
       local token = lock_token(token_base, started, emit(q.events, maxlen, 'active', 'jobId', id))
-      local changed = {'ats', tostring(started), 'lockToken', token, 'processedOn', tostring(now)}
+      local changed = {'ats', started, 'lockToken', token, 'processedOn', int_text(now)}
       redis.call('HSET', key, unpack(changed))
-      redis.call('ZADD', q.leases, now + lock_ms, id)
+      redis.call('ZADD', q.leases, int_text(now + lock_ms), id)
       if limiter and redis.call('INCR', limiter) == 1 then
         redis.call('PEXPIRE', limiter, meta[3])
       end
@@ -116,7 +117,7 @@ local function claim_next(q, now, token_base, lock_ms, maxlen)
       if (not cap or redis.call('LLEN', q.active) < cap) and (redis.call('LLEN', q.wait) > 0
           or redis.call('ZCARD', q.prioritized) > 0
           or redis.call('ZCARD', q.dl .. 'i:s:pending') > 0) then
-        redis.call('ZADD', q.marker, 0, '0')
+        redis.call('ZADD', q.marker, '0', '0')
       end
       -- As HGETALL would answer now: of two fields of one name, the reader keeps the later.
       local reply = {id, token}
@@ -134,7 +135,7 @@ end
 local function next_due(q)
   local due = delayed_head[q.delayed]
   if not due then
-    local first = redis.call('ZRANGE', q.delayed, 0, 0, 'WITHSCORES')
+    local first = redis.call('ZRANGE', q.delayed, '0', '0', 'WITHSCORES')
     due = #first == 0 and -1 or tonumber(first[2])
   end
   if limited_until >= 0 and (due < 0 or limited_until < due) then return limited_until end

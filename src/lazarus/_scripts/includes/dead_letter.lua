@@ -7,9 +7,9 @@
 -- its meta hash: 'count:deadLettered:<reason>:<source queue>' and per-minute buckets
 -- 'rate:<minute>' for the last two hours (older buckets go when a new minute starts).
 local function count_dead_letter(meta, now, reason, source_name)
-  redis.call('HINCRBY', meta, 'count:deadLettered:' .. reason .. ':' .. source_name, 1)
+  redis.call('HINCRBY', meta, 'count:deadLettered:' .. reason .. ':' .. source_name, '1')
   local minute = math.floor(now / 60000)
-  if redis.call('HINCRBY', meta, 'rate:' .. minute, 1) == 1 then
+  if redis.call('HINCRBY', meta, 'rate:' .. int_text(minute), '1') == 1 then
     for _, field in ipairs(redis.call('HKEYS', meta)) do
       local m = tonumber(string.match(field, '^rate:(%d+)$'))
       if m and m < minute - 120 then redis.call('HDEL', meta, field) end
@@ -76,7 +76,7 @@ local function return_to_record(src, id, f, dlq, rec_key, rec_id, now, reason, s
     'dlq:replayCount', replays)
   local values, _, origin = store_values(rec_key)
   store_add(dlq.dl, rec_id, values, now, origin)
-  redis.call('ZADD', dlq.marker, 0, '0')
+  redis.call('ZADD', dlq.marker, '0', '0')
   move_logs(key, rec_key)
   bury(key, now, f[4])
   redis.call('DEL', key)
@@ -103,7 +103,9 @@ local DEAD_LETTER_FIELDS = {'name', 'data', 'opts', 'timestamp', 'failedReason',
 -- script, whose hash is about to go. Returns `f`.
 local function failed_fields(f, reason, error_type, stack_json, attempt_json)
   f[5], f[6] = reason, error_type
-  f[9], f[7], f[8] = failure_appended(f[9], f[7], f[8], stack_json, attempt_json)
+  local made
+  made, f[7], f[8] = failure_appended(f[9], f[7], f[8], stack_json, attempt_json)
+  f[9] = int_text(made)
   return f
 end
 
@@ -129,9 +131,9 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
     'name', f[1] or '', 'data', f[2],
     'dlq:sourceQueue', source_name, 'dlq:originalJobId', id, 'dlq:failedReason', f[5] or '',
     'dlq:errorType', f[6] or '', 'dlq:stacktrace', f[7] or '[]', 'dlq:attempts', f[8] or '[]',
-    'dlq:attemptsMade', f[9] or 0, 'dlq:deadLetteredAt', now,
-    'dlq:originalTimestamp', f[4] or now, 'dlq:originalOpts', f[3] or '{}',
-    'dlq:reason', reason, 'dlq:atm', f[13] or 1,
+    'dlq:attemptsMade', f[9] or '0', 'dlq:deadLetteredAt', int_text(now),
+    'dlq:originalTimestamp', f[4] or int_text(now), 'dlq:originalOpts', f[3] or '{}',
+    'dlq:reason', reason, 'dlq:atm', f[13] or '1',
     'dlq:status', 'pending')
   -- Zeros are the defaults readers assume: left out, they cost no memory.
   local optional = {'dlq:replayCount', f[10], 'dlq:priority', f[11], 'dlq:delay', f[12],
@@ -142,7 +144,7 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
     end
   end
   store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
-  redis.call('ZADD', dlq.marker, 0, '0')
+  redis.call('ZADD', dlq.marker, '0', '0')
   dedup_release(src.job_prefix, id, true, f[17] or false)
   move_logs(key, dl_key)
   bury(key, now, f[4])
@@ -165,7 +167,8 @@ local function discard_terminal(src, id, reason, made, now, maxlen, deid, added)
   metrics_count(src, 'f', now)
   dedup_release(src.job_prefix, id, true, deid)
   drop_job(src.job_prefix .. id, now, added)
-  emit(src.events, maxlen, 'discarded', 'jobId', id, 'failedReason', reason, 'attemptsMade', made)
+  emit(src.events, maxlen, 'discarded', 'jobId', id, 'failedReason', reason,
+    'attemptsMade', int_text(made))
 end
 
 -- fail_terminal(src, failed, id, now, keep_count, keep_age, remove_now, maxlen, f): move the
@@ -180,9 +183,9 @@ local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_
   if remove_now == 1 then
     drop_job(key, now, f[3])
   else
-    redis.call('ZADD', failed, now, id)
+    redis.call('ZADD', failed, int_text(now), id)
     retain(failed, src.job_prefix, keep_count, keep_age, now)
   end
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[1] or '',
-    'attemptsMade', f[2] or 0)
+    'attemptsMade', f[2] or '0')
 end

@@ -1,3 +1,4 @@
+-- @include numbers
 -- enqueue(q, id, priority, delay, now, maxlen, pushed): place a job that is ready or delayed
 -- into the right structure of queue q (a table of keys: wait, prioritized, pc, delayed, marker,
 -- events), record its event and wake an idle worker. Returns the state the job entered. With
@@ -15,7 +16,7 @@ local enqueue_marked = {}
 local delayed_head = {}
 local function enqueue_mark(q)
   if not enqueue_marked[q.marker] then
-    redis.call('ZADD', q.marker, 0, '0')
+    redis.call('ZADD', q.marker, '0', '0')
     enqueue_marked[q.marker] = true
   end
 end
@@ -26,22 +27,22 @@ end
 local function wake_capped(q)
   if redis.call('HEXISTS', q.meta, 'concurrency') == 1
       and (redis.call('LLEN', q.wait) > 0 or redis.call('ZCARD', q.prioritized) > 0) then
-    redis.call('ZADD', q.marker, 0, '0')
+    redis.call('ZADD', q.marker, '0', '0')
   end
 end
 
 local function enqueue(q, id, priority, delay, now, maxlen, pushed)
   if delay > 0 then
     local due = now + delay
-    redis.call('ZADD', q.delayed, due, id)
+    redis.call('ZADD', q.delayed, int_text(due), id)
     delayed_head[q.delayed] = nil
     enqueue_mark(q)
-    emit(q.events, maxlen, 'delayed', 'jobId', id, 'delay', due)
+    emit(q.events, maxlen, 'delayed', 'jobId', id, 'delay', int_text(due))
     return 'delayed'
   end
   if priority > 0 then
     local counter = redis.call('INCR', q.pc) % 4294967296
-    redis.call('ZADD', q.prioritized, priority * 4294967296 + counter, id)
+    redis.call('ZADD', q.prioritized, int_text(priority * 4294967296 + counter), id)
   elseif pushed then
     pushed[#pushed + 1] = id
   else

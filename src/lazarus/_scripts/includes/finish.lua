@@ -18,7 +18,7 @@ local function release(src, id, token, fields, dropping)
   if owner ~= token then return -2 end
   -- Claims push to the head of the active list, so the job that ends is mostly near its
   -- tail: LREM searches from there (-1), not through every job claimed since.
-  if redis.call('LREM', src.active, -1, id) == 0 then return -3 end
+  if redis.call('LREM', src.active, '-1', id) == 0 then return -3 end
   redis.call('ZREM', src.leases, id)
   if not dropping then redis.call('HDEL', key, 'lockToken') end
   return 0, held
@@ -62,7 +62,7 @@ local function record_failure(key, now, reason, error_type, stack_json, attempt_
   f = f or redis.call('HMGET', key, 'attemptsMade', 'stacktrace', 'attempts')
   local made, stacktrace, attempts = failure_appended(f[1], f[2], f[3], stack_json,
     attempt_json)
-  redis.call('HSET', key, 'attemptsMade', made, 'failedReason', reason, 'errorType', error_type,
-    'finishedOn', now, 'stacktrace', stacktrace, 'attempts', attempts)
+  redis.call('HSET', key, 'attemptsMade', int_text(made), 'failedReason', reason,
+    'errorType', error_type, 'finishedOn', int_text(now), 'stacktrace', stacktrace, 'attempts', attempts)
   return made
 end

@@ -1,3 +1,4 @@
+-- @include numbers
 -- A job's log lines (job.log) live in the LIST '<prefix>:{<queue>}:logs:<id>' beside its hash
 -- '<prefix>:{<queue>}:job:<id>', in the same hash tag. Whatever deletes a job's hash deletes
 -- its logs (drop_job); dead-lettering moves them with the job (move_logs), and replay gives the
@@ -40,7 +41,7 @@ local function bury(job_key, now, added)
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   if now - at < RESEND_WINDOW_MS then
-    redis.call('SET', beside(job_key, 'gone'), added, 'PX', RESEND_WINDOW_MS)
+    redis.call('SET', beside(job_key, 'gone'), added, 'PX', int_text(RESEND_WINDOW_MS))
   end
 end
 

@@ -7,6 +7,7 @@
 -- so that a total is 'c' plus every 'c:<minute>' (queue_metrics.py reads them). One HINCRBY
 -- per outcome; the first outcome of a minute also folds the minutes older than
 -- METRICS_MINUTES into the totals, a bounded walk of a hash of at most a few hundred fields.
+-- @include numbers
 local METRICS_MINUTES = 120
 
 local function metrics_fold(key, minute)
@@ -28,5 +29,7 @@ end
 local function metrics_count(q, kind, now)
   local key = string.sub(q.meta, 1, -5) .. 'metrics'
   local minute = math.floor(now / 60000)
-  if redis.call('HINCRBY', key, kind .. ':' .. minute, 1) == 1 then metrics_fold(key, minute) end
+  if redis.call('HINCRBY', key, kind .. ':' .. int_text(minute), '1') == 1 then
+    metrics_fold(key, minute)
+  end
 end

@@ -1,3 +1,4 @@
+-- @include numbers
 -- Reply memos: a state-changing call that Redis ran but whose reply a dropped connection lost
 -- is sent again by the client; the memo lets the second run answer as the first did instead of
 -- running again. One memo per worker slot (KEYS: <prefix>:{<queue>}:reply:<worker>:<slot>),
@@ -16,7 +17,7 @@ local function memo_save(key, call_id, jobs, token_base, ttl_ms)
   for i, job in ipairs(jobs) do
     parts[i] = job[1] .. ' ' .. string.sub(job[2], #token_base + 2)
   end
-  redis.call('SET', key, table.concat(parts, ' ') .. '\n' .. call_id, 'PX', ttl_ms)
+  redis.call('SET', key, table.concat(parts, ' ') .. '\n' .. call_id, 'PX', int_text(ttl_ms))
 end
 
 -- memo_replay(q, key, call_id, token_base): nil unless the memo is call_id's; else the jobs

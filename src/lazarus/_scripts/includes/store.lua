@@ -15,6 +15,7 @@
 -- they are its arrival order, and a dead letter is in the store when it is in its status's.
 -- @include outbox
 -- @include json_append
+-- @include numbers
 local STORE_CODES = {'q', 'n', 'e', 'r', 's'}
 local STORE_FIELDS = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
   'dlq:deadLetteredAt', 'dlq:originalJobId'}
@@ -33,9 +34,9 @@ end
 -- field, in field order.
 local function store_combination(values, status)
   local s = status or values[5]
-  return 'q' .. #values[1] .. ':' .. values[1] .. 'n' .. #values[2] .. ':' .. values[2]
-    .. 'e' .. #values[3] .. ':' .. values[3] .. 'r' .. #values[4] .. ':' .. values[4]
-    .. 's' .. #s .. ':' .. s
+  return 'q' .. int_text(#values[1]) .. ':' .. values[1] .. 'n' .. int_text(#values[2]) .. ':'
+    .. values[2] .. 'e' .. int_text(#values[3]) .. ':' .. values[3] .. 'r'
+    .. int_text(#values[4]) .. ':' .. values[4] .. 's' .. int_text(#s) .. ':' .. s
 end
 
 -- store_index(dl, id, values, score, origin): write dead letter `id` (its `values` and
@@ -45,8 +46,8 @@ local function store_index(dl, id, values, score, origin)
     redis.call('ZADD', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i], score, id)
   end
   -- A combination held already means each of its values is in its 'v:' set.
-  if redis.call('HINCRBY', dl .. 'c', store_combination(values), 1) == 1 then
-    for i = 1, 5 do redis.call('ZADD', dl .. 'v:' .. STORE_CODES[i], 'NX', 0, values[i]) end
+  if redis.call('HINCRBY', dl .. 'c', store_combination(values), '1') == 1 then
+    for i = 1, 5 do redis.call('ZADD', dl .. 'v:' .. STORE_CODES[i], 'NX', '0', values[i]) end
   end
   if origin ~= '' then redis.call('HSET', dl .. 'o', origin, id) end
 end
@@ -54,7 +55,8 @@ end
 -- store_add(dl, id, values, at, origin): index dead letter `id` (its hash written already),
 -- dead-lettered at `at` (ms). The sequence orders dead letters of the same millisecond.
 local function store_add(dl, id, values, at, origin)
-  store_index(dl, id, values, at * 1000 + redis.call('INCR', dl .. 'seq') % 1000, origin)
+  store_index(dl, id, values, int_text(at * 1000 + redis.call('INCR', dl .. 'seq') % 1000),
+    origin)
   outbox_append(dl, 'dead-lettered', id, at, values[5], nil, values)
 end
 
@@ -90,7 +92,7 @@ end
 -- store_statuses(dl): the index key of every status that holds dead letters.
 local function store_statuses(dl)
   local keys = {}
-  for _, status in ipairs(redis.call('ZRANGE', dl .. 'v:s', 0, -1)) do
+  for _, status in ipairs(redis.call('ZRANGE', dl .. 'v:s', '0', '-1')) do
     keys[#keys + 1] = dl .. 'i:s:' .. status
   end
   return keys
@@ -113,7 +115,7 @@ end
 -- store_timeline_entry(now, from, status, actor, note, extra): one entry of a dead letter's
 -- timeline, as JSON text: {at, from, to, actor, note} and the pairs of `extra`, if given.
 local function store_timeline_entry(now, from, status, actor, note, extra)
-  local parts = {'{"at":' .. now, '"from":' .. store_json(from), '"to":' .. store_json(status),
+  local parts = {'{"at":' .. int_text(now), '"from":' .. store_json(from), '"to":' .. store_json(status),
     '"actor":' .. store_json(actor), '"note":' .. store_json(note)}
   if extra then
     for i = 1, #extra, 2 do parts[#parts + 1] = store_json(extra[i]) .. ':' .. extra[i + 1] end
@@ -149,7 +151,7 @@ local function store_set_status(dl, id, key, status, now, actor, note, extra)
       redis.call('ZADD', dl .. 'v:s', 'NX', 0, status)
     end
   end
-  redis.call('HSET', key, 'dlq:status', status, 'dlq:statusAt', now)
+  redis.call('HSET', key, 'dlq:status', status, 'dlq:statusAt', int_text(now))
   json_append(key, 'dlq:timeline', store_timeline_entry(now, from, status, actor, note, extra))
   outbox_append(dl, status, id, now, status)
   return from

@@ -53,7 +53,7 @@ end
 -- ZMSCORE per status index that holds dead letters costs a fraction of a ZSCORE per id.
 local function store_held(dl, ids, statuses)
   local held = {}
-  for _, status in ipairs(redis.call('ZRANGE', dl .. 'v:s', 0, -1)) do
+  for _, status in ipairs(redis.call('ZRANGE', dl .. 'v:s', '0', '-1')) do
     if not statuses or statuses[status] then
       local in_status = {}
       local scores = redis.call('ZMSCORE', dl .. 'i:s:' .. status, unpack(ids))
@@ -103,7 +103,7 @@ local function store_batch_set_status(batch, id, key, values, score, status, now
     batch.entered[status] = true
   end
   local entry = store_timeline_entry(now, from, status, who[1], who[2], who[3])
-  redis.call('HSET', key, 'dlq:status', status, 'dlq:statusAt', now,
+  redis.call('HSET', key, 'dlq:status', status, 'dlq:statusAt', int_text(now),
     'dlq:timeline', json_appended(timeline, entry), unpack(fields))
   outbox_append(dl, status, id, now, status)
   return from
@@ -144,7 +144,7 @@ local function store_flush(batch)
     if #set > 0 then redis.call('HSET', dl .. 'c', unpack(set)) end
     if #gone > 0 then redis.call('HDEL', dl .. 'c', unpack(gone)) end
   end
-  for status in pairs(batch.entered) do redis.call('ZADD', dl .. 'v:s', 'NX', 0, status) end
+  for status in pairs(batch.entered) do redis.call('ZADD', dl .. 'v:s', 'NX', '0', status) end
   for coded in pairs(batch.left) do
     local code, value = string.sub(coded, 1, 1), string.sub(coded, 2)
     if redis.call('EXISTS', dl .. 'i:' .. code .. ':' .. value) == 0 then
