@@ -40,7 +40,7 @@ CLUSTER_TESTS := tests/test_cluster.py tests/test_cluster_moves.py tests/test_ha
 CORE_TESTS := $(FLOOR_TESTS) tests/test_cluster.py tests/test_cluster_moves.py \
 	tests/test_hash_tags.py tests/test_dead_letter_lifecycle.py tests/test_worker_recovery.py
 
-.PHONY: postgres demo demo-payments test test-cluster test-core test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq bench-pauses format clean
+.PHONY: postgres demo demo-payments test test-cluster test-core test-redis-py-floor chaos lint check bench bench-self bench-peers bench-dlq bench-pauses bench-cost format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -119,6 +119,11 @@ bench-dlq: $(VENV)/.installed
 # calls of a filtered purge over 1M dead letters (results/pauses.md). About 4 minutes.
 bench-pauses: $(VENV)/.installed
 	$(PY) benchmarks/pauses.py
+
+# The instructions Redis executes per add, outcome, replay and purge, under valgrind's callgrind
+# (results/redis_cost.md): a figure a busy machine does not move. About a minute and a half.
+bench-cost: $(VENV)/.installed
+	$(PY) benchmarks/redis_cost.py
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .

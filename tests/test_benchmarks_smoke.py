@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +197,29 @@ def test_cluster_benchmark_reports_every_target_workload_and_process_count(
         for w in ("drain", "dead-letter same slot", "dead-letter across slots")
     }  # fmt: skip
     assert all(r["median"] > 0 for r in rows)
+
+
+REDIS_COST = ROOT / "benchmarks" / "redis_cost.py"
+COST_PHASES = {"add", "add_bulk", "complete", "fail", "dead_letter", "replay", "purge"}
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (.ci/run installs it)")
+@pytest.mark.timeout(240)
+def test_redis_cost_counts_redis_work_in_every_phase(tmp_path: Path) -> None:
+    # Given a tiny run (20 operations a phase) on the script's own redis-server under callgrind
+    command = [sys.executable, str(REDIS_COST), "--n", "20", "--out", str(tmp_path)]
+    server = os.environ.get("LAZARUS_TEST_REDIS_SERVER")
+    if server:
+        command += ["--redis-server", server]
+
+    # When it runs
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=230)
+
+    # Then every phase counted instructions and commands, and the page shows them
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "redis_cost.json").read_text())
+    (side,) = results["sides"].values()
+    assert set(side) == COST_PHASES
+    for phase, row in side.items():
+        assert row["instructions"] > 0 and row["commands"] > 0, f"{phase}: {row}"
+    assert "| dead_letter (per job) |" in (tmp_path / "redis_cost.md").read_text()
