@@ -3,14 +3,15 @@
 On a shared machine the time a script takes moves by a factor of two from one minute to the
 next, and a side-by-side timing needs many alternating runs to show a 5 % change. The
 instructions Redis executes for the same work do not move (run to run, they agree within
-about 0.1 %). This runs a private ``redis-server`` under valgrind's callgrind with its
+about half a percent). This runs a private ``redis-server`` under valgrind's callgrind with its
 instrumentation off, and turns it on only while each phase runs, so that set-up is not
-counted: what a phase costs Redis, divided by its operations, is its row.
+counted, and then counts only Redis reading and running commands (:data:`COUNTED`): what a
+phase costs Redis, divided by its operations, is its row.
 
 Phases (each on queues of its own):
 
 - ``add``: ``Queue.add`` one job at a time; ``add_bulk``: one ``add_bulk`` of every job;
-- ``complete``, ``fail``, ``dead_letter``: a worker (10 slots) draining jobs that return, raise
+- ``complete``, ``fail``, ``dead_letter``: a worker (one slot) draining jobs that return, raise
   into the failed set, or raise into a dead letter queue; each outcome also claims the next job;
 - ``replay``: ``replay_all_dead_letters()`` of every dead letter, ``purge``:
   ``purge_dead_letters(error_type=...)`` of every dead letter (the walk of a filtered purge).
@@ -57,6 +58,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PHASES = ("add", "add_bulk", "complete", "fail", "dead_letter", "replay", "purge")
 UNITS = {"replay": "dead letter", "purge": "dead letter"}
 START_TIMEOUT = 60.0  # seconds for redis-server to answer under valgrind
+# What is counted: Redis reading and running its clients' commands. Its timers (expiring keys,
+# rehashing, client upkeep) run ten times a second whatever the phase does, so a phase that
+# took longer (a busy machine) would count more of them.
+COUNTED = "processInputBuffer"
 
 
 class Callgrind:
@@ -69,7 +74,7 @@ class Callgrind:
         self._out = workdir / "callgrind.out"
         self._process = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-             f"--callgrind-out-file={self._out}", redis_server, "--port", str(self.port),
+             f"--toggle-collect={COUNTED}", f"--callgrind-out-file={self._out}", redis_server, "--port", str(self.port),
              "--save", "", "--appendonly", "no", "--dir", str(workdir)],
             stdout=subprocess.DEVNULL, stderr=(workdir / "valgrind.log").open("wb"),
         )  # fmt: skip
@@ -129,7 +134,9 @@ def _free_port() -> int:
 
 
 async def _drain(url: str, name: str, n: int, outcome: str) -> None:
-    """A worker of 10 slots brings the ``n`` jobs of queue ``name`` to their end."""
+    """A worker of one slot brings the ``n`` jobs of queue ``name`` to their end, one after
+    another: each outcome claims the next job, and no two slots' calls fall into batches in
+    ways that differ from run to run."""
     done, count = asyncio.Event(), 0
 
     def processor(job: Any) -> None:
@@ -141,7 +148,7 @@ async def _drain(url: str, name: str, n: int, outcome: str) -> None:
             raise ValueError("the benchmark's failure")
 
     dlq = f"{name}-dead" if outcome == "dead_letter" else None
-    worker = Worker(name, processor, connection=url, concurrency=10, dead_letter_queue=dlq)
+    worker = Worker(name, processor, connection=url, concurrency=1, dead_letter_queue=dlq)
     task = asyncio.ensure_future(worker.run())
     try:
         await asyncio.wait_for(done.wait(), 600)
