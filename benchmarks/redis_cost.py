@@ -74,8 +74,9 @@ class Callgrind:
         self._out = workdir / "callgrind.out"
         self._process = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-             f"--toggle-collect={COUNTED}", f"--callgrind-out-file={self._out}", redis_server, "--port", str(self.port),
-             "--save", "", "--appendonly", "no", "--dir", str(workdir)],
+             f"--toggle-collect={COUNTED}", f"--callgrind-out-file={self._out}",
+             redis_server, "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--dir", str(workdir)],
             stdout=subprocess.DEVNULL, stderr=(workdir / "valgrind.log").open("wb"),
         )  # fmt: skip
 
