@@ -78,8 +78,8 @@ if ARGV[7] == '1' then
   drop_job(key, now, held[4])
 else
   redis.call('HSET', key, 'attemptsMade', int_text(made), 'returnvalue', ARGV[4],
-    'finishedOn', ARGV[3])
-  redis.call('ZADD', KEYS[12], ARGV[3], id)
+    'finishedOn', int_text(now))
+  redis.call('ZADD', KEYS[12], int_text(now), id)
   retain(KEYS[12], q.job_prefix, tonumber(ARGV[5]), tonumber(ARGV[6]), now)
 end
 emit(q.events, maxlen, 'completed', 'jobId', id, 'returnvalue', ARGV[4])

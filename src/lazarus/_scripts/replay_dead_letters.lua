@@ -80,9 +80,9 @@ local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
   local delay = tonumber(f[6]) or 0
   local atm = ARGV[a + 4] ~= '' and ARGV[a + 4] or f[7] or '1'
   redis.call('HSET', new_key, 'name', f[2] or '', 'data', data, 'opts', opts,
-    'timestamp', ARGV[1], 'delay', int_text(delay), 'priority', int_text(priority), 'atm', atm,
-    'attemptsMade', '0', 'rc', int_text((tonumber(f[8]) or 0) + 1), 'replayOf', dl_id,
-    'replayDlq', ARGV[4])
+    'timestamp', int_text(now), 'delay', int_text(delay), 'priority', int_text(priority),
+    'atm', atm, 'attemptsMade', '0', 'rc', int_text((tonumber(f[8]) or 0) + 1),
+    'replayOf', dl_id, 'replayDlq', ARGV[4])
   copy_logs(dl_key, new_key)
   emit(KEYS[2], maxlen, 'statusChanged', 'jobId', dl_id, 'from', from, 'to', 'processing',
     'actor', actor, 'note', note)
@@ -136,5 +136,5 @@ for i = 14, #KEYS, 2 do
 end
 store_flush(batch)
 enqueue_push(src, pushed)
-if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', replayed) end
+if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', int_text(replayed)) end
 return results

@@ -47,7 +47,7 @@ if redis.call('EXISTS', KEYS[11]) == 1 then return -5 end
 remember_move(KEYS[12], mv['move'], now)
 local priority, delay = tonumber(f['priority']) or 0, tonumber(f['delay']) or 0
 redis.call('HSET', KEYS[11], 'name', f['name'], 'data', f['data'], 'opts', f['opts'],
-  'timestamp', ARGV[2], 'delay', int_text(delay), 'priority', int_text(priority),
+  'timestamp', int_text(now), 'delay', int_text(delay), 'priority', int_text(priority),
   'atm', f['atm'], 'attemptsMade', '0',
   'rc', f['rc'], 'replayOf', f['replayOf'], 'replayDlq', f['replayDlq'])
 local lines = mv['logs']

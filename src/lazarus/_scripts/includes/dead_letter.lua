@@ -70,10 +70,11 @@ local function return_to_record(src, id, f, dlq, rec_key, rec_id, now, reason, s
   store_remove(dlq.dl, rec_id, rec_key, false, now)  -- re-indexed as a new arrival below
   json_concat(rec_key, 'dlq:stacktrace', f[7])
   json_concat(rec_key, 'dlq:attempts', f[8])
-  local made = (tonumber(redis.call('HGET', rec_key, 'dlq:attemptsMade')) or 0) + (tonumber(f[9]) or 0)
+  local made = (tonumber(redis.call('HGET', rec_key, 'dlq:attemptsMade')) or 0)
+    + (tonumber(f[9]) or 0)
   redis.call('HSET', rec_key, 'dlq:failedReason', f[5] or '', 'dlq:errorType', f[6] or '',
-    'dlq:reason', reason, 'dlq:deadLetteredAt', now, 'dlq:attemptsMade', made,
-    'dlq:replayCount', replays)
+    'dlq:reason', reason, 'dlq:deadLetteredAt', int_text(now),
+    'dlq:attemptsMade', int_text(made), 'dlq:replayCount', int_text(replays))
   local values, _, origin = store_values(rec_key)
   store_add(dlq.dl, rec_id, values, now, origin)
   redis.call('ZADD', dlq.marker, '0', '0')

@@ -63,6 +63,7 @@ local function record_failure(key, now, reason, error_type, stack_json, attempt_
   local made, stacktrace, attempts = failure_appended(f[1], f[2], f[3], stack_json,
     attempt_json)
   redis.call('HSET', key, 'attemptsMade', int_text(made), 'failedReason', reason,
-    'errorType', error_type, 'finishedOn', int_text(now), 'stacktrace', stacktrace, 'attempts', attempts)
+    'errorType', error_type, 'finishedOn', int_text(now), 'stacktrace', stacktrace,
+    'attempts', attempts)
   return made
 end

@@ -20,8 +20,8 @@ local function replay_mark(batch, dl_key, dl_id, new_id, f, score, a, now, actor
   local data = ARGV[a + 5] ~= '' and ARGV[a + 5] or f[3] or 'null'
   local details = {'job', cjson.encode(new_id), 'queue', store_json(ARGV[3])}
   if rule ~= '' then details[#details + 1] = 'rule'; details[#details + 1] = store_json(rule) end
-  local fields = {'dlq:replayJob', new_id, 'dlq:replayQueue', ARGV[3], 'dlq:lastReplayedAt', int_text(now),
-    'dlq:replayedBy', actor, 'dlq:replayRule', rule}
+  local fields = {'dlq:replayJob', new_id, 'dlq:replayQueue', ARGV[3],
+    'dlq:lastReplayedAt', int_text(now), 'dlq:replayedBy', actor, 'dlq:replayRule', rule}
   if ARGV[a + 5] ~= '' then
     details[#details + 1] = 'replacedData'
     details[#details + 1] = cjson.encode(f[3] or 'null')

@@ -74,7 +74,7 @@ local function store_remove(dl, id, key, cause, now)
   end
   local combination = store_combination(values)
   -- While its combination is held, another dead letter keeps each of its values.
-  if redis.call('HINCRBY', dl .. 'c', combination, -1) <= 0 then
+  if redis.call('HINCRBY', dl .. 'c', combination, '-1') <= 0 then
     redis.call('HDEL', dl .. 'c', combination)
     for i = 1, 5 do
       if redis.call('EXISTS', dl .. 'i:' .. STORE_CODES[i] .. ':' .. values[i]) == 0 then
@@ -115,7 +115,8 @@ end
 -- store_timeline_entry(now, from, status, actor, note, extra): one entry of a dead letter's
 -- timeline, as JSON text: {at, from, to, actor, note} and the pairs of `extra`, if given.
 local function store_timeline_entry(now, from, status, actor, note, extra)
-  local parts = {'{"at":' .. int_text(now), '"from":' .. store_json(from), '"to":' .. store_json(status),
+  local parts = {'{"at":' .. int_text(now), '"from":' .. store_json(from),
+    '"to":' .. store_json(status),
     '"actor":' .. store_json(actor), '"note":' .. store_json(note)}
   if extra then
     for i = 1, #extra, 2 do parts[#parts + 1] = store_json(extra[i]) .. ':' .. extra[i + 1] end
@@ -140,15 +141,15 @@ local function store_set_status(dl, id, key, status, now, actor, note, extra)
     redis.call('ZREM', dl .. 'i:s:' .. from, id)
     redis.call('ZADD', dl .. 'i:s:' .. status, score, id)
     local old = store_combination(values)
-    if redis.call('HINCRBY', dl .. 'c', old, -1) <= 0 then
+    if redis.call('HINCRBY', dl .. 'c', old, '-1') <= 0 then
       redis.call('HDEL', dl .. 'c', old)
       if redis.call('EXISTS', dl .. 'i:s:' .. from) == 0 then
         redis.call('ZREM', dl .. 'v:s', from)
       end
     end
     values[5] = status
-    if redis.call('HINCRBY', dl .. 'c', store_combination(values), 1) == 1 then
-      redis.call('ZADD', dl .. 'v:s', 'NX', 0, status)
+    if redis.call('HINCRBY', dl .. 'c', store_combination(values), '1') == 1 then
+      redis.call('ZADD', dl .. 'v:s', 'NX', '0', status)
     end
   end
   redis.call('HSET', key, 'dlq:status', status, 'dlq:statusAt', int_text(now))
