@@ -43,6 +43,12 @@ EXPECTED_ROWS = {
 }
 
 
+def on_test_server() -> list[str]:
+    """The arguments that start a benchmark's private Redis from the suite's redis-server."""
+    server = os.environ.get("LAZARUS_TEST_REDIS_SERVER")
+    return ["--redis-server", server] if server else []
+
+
 @pytest.mark.timeout(60)
 def test_benchmark_harness_reports_a_positive_figure_for_every_workload(tmp_path: Path) -> None:
     # Given a tiny run with its own private Redis (block_timeout lowered so that worker
@@ -59,9 +65,7 @@ def test_benchmark_harness_reports_a_positive_figure_for_every_workload(tmp_path
         "--out",
         str(tmp_path),
     ]
-    server = os.environ.get("LAZARUS_TEST_REDIS_SERVER")
-    if server:
-        command += ["--redis-server", server]
+    command += on_test_server()
 
     # When the harness runs
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=50)
@@ -100,9 +104,7 @@ def test_dlq_scale_measures_every_row_and_phase_at_a_tiny_size(tmp_path: Path) -
     out = tmp_path / "dlq_scale.md"
     command = [sys.executable, str(DLQ_SCALE), "--sizes", "300", "--reps", "3", "--pages", "3",
                "--out", str(out)]  # fmt: skip
-    server = os.environ.get("LAZARUS_TEST_REDIS_SERVER")
-    if server:
-        command += ["--redis-server", server]
+    command += on_test_server()
 
     # When the script runs
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=170)
@@ -208,9 +210,7 @@ COST_PHASES = {"add", "add_bulk", "complete", "fail", "dead_letter", "replay", "
 def test_redis_cost_counts_redis_work_in_every_phase(tmp_path: Path) -> None:
     # Given a tiny run (20 operations a phase) on the script's own redis-server under callgrind
     command = [sys.executable, str(REDIS_COST), "--n", "20", "--out", str(tmp_path)]
-    server = os.environ.get("LAZARUS_TEST_REDIS_SERVER")
-    if server:
-        command += ["--redis-server", server]
+    command += on_test_server()
 
     # When it runs
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=230)
