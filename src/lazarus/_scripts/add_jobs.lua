@@ -60,7 +60,7 @@ for i = 11, #KEYS do
       local delay = tonumber(ARGV[a + 4])
       local priority = tonumber(ARGV[a + 5])
       redis.call('HSET', key, 'name', ARGV[a + 1], 'data', ARGV[a + 2], 'opts', ARGV[a + 3],
-        'timestamp', int_text(now), 'delay', ARGV[a + 4], 'priority', ARGV[a + 5],
+        'timestamp', int_text(now), 'delay', int_text(delay), 'priority', int_text(priority),
         'atm', ARGV[a + 6], 'attemptsMade', '0')
       if dedup_id ~= '' then redis.call('HSET', key, 'deid', dedup_id) end
       results[#results + 1] = enqueue(q, ARGV[a], priority, delay, now, maxlen, pushed)
