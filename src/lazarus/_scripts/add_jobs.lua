@@ -17,7 +17,9 @@
   ARGV[2]  maxlen           events stream length
   ARGV[3]  resent           1 when the call is sent again after a dropped connection (its
                             first send may have run), else 0
-  ARGV[4..] job fields      seven per job: id, name, data, opts, delay, priority, attempts;
+  ARGV[4..] job fields      seven per job: id, name, data, opts, delay, priority, attempts
+                            (now, delay, priority and attempts as integers in decimal: the
+                            job's hash keeps their text);
                             then, optionally, three per job: deduplication id ('' for none),
                             its ttl in ms (0: until the job completes or fails) and its mode
                             ('' or any of 'e' extend, 'r' replace: includes/dedup.lua)
@@ -60,7 +62,7 @@ for i = 11, #KEYS do
       local delay = tonumber(ARGV[a + 4])
       local priority = tonumber(ARGV[a + 5])
       redis.call('HSET', key, 'name', ARGV[a + 1], 'data', ARGV[a + 2], 'opts', ARGV[a + 3],
-        'timestamp', int_text(now), 'delay', int_text(delay), 'priority', int_text(priority),
+        'timestamp', ARGV[1], 'delay', ARGV[a + 4], 'priority', ARGV[a + 5],
         'atm', ARGV[a + 6], 'attemptsMade', '0')
       if dedup_id ~= '' then redis.call('HSET', key, 'deid', dedup_id) end
       results[#results + 1] = enqueue(q, ARGV[a], priority, delay, now, maxlen, pushed)

@@ -109,9 +109,10 @@ class Record:
     async def _enqueue_copy(self, row: dict[str, Any]) -> str:
         new_id = f"{row['id']}-replay"
         keys = QueueKeys(self.prefix, row["source_queue"])
+        # Integers as add_jobs stores them: it keeps their text (see its header).
         args = [now_ms(), 10_000, 0, new_id, row["job_name"], row["job_payload"],
-                row["original_opts"], row["job_delay"], row["job_priority"],
-                row["job_attempts"]]  # fmt: skip
+                row["original_opts"], int(row["job_delay"]), int(row["job_priority"]),
+                int(row["job_attempts"])]  # fmt: skip
         await self.redis.sadd(keys.registry, keys.queue)
         [result] = await _scripts.load("add_jobs")(
             self.redis, [*keys.group, keys.job(new_id)], args
