@@ -59,18 +59,17 @@ def _drive(url: str, prefix: str, n: int, concurrency: int) -> float:
     client = redis.Redis.from_url(url, decode_responses=True)
     keys = QueueKeys(prefix, QUEUE)
     claim, complete = _scripts.load("claim_jobs"), _scripts.load("complete_job")
-    for script in (claim, complete):
-        client.script_load(script.source)
+    functions = loaded(client, claim, complete)
     conn = client.connection_pool.get_connection()
     try:
         started = time.perf_counter()
-        held = _claimed(conn, claim, keys, concurrency)
+        held = _claimed(conn, claim, keys, concurrency, functions)
         # Two halves take turns, so that Redis always has one to run while the replies of
         # the other are read and its next round is written.
         halves = [held[::2], held[1::2]]
         in_flight: list[list[tuple[int, str, str]]] = []
         for slot_base, half in enumerate(halves):
-            in_flight.append(_send(conn, complete, keys, half, slot_base))
+            in_flight.append(_send(conn, complete, keys, half, slot_base, functions))
         done = 0
         while in_flight:
             batch = in_flight.pop(0)
@@ -78,7 +77,7 @@ def _drive(url: str, prefix: str, n: int, concurrency: int) -> float:
             done += len(replies)
             following = [(r[2][0], r[2][1]) for r in replies if r[2]]
             if following:
-                in_flight.append(_send(conn, complete, keys, following, batch[0][0] % 2))
+                in_flight.append(_send(conn, complete, keys, following, batch[0][0] % 2, functions))
         elapsed = time.perf_counter() - started
     finally:
         client.connection_pool.release(conn)
@@ -88,9 +87,24 @@ def _drive(url: str, prefix: str, n: int, concurrency: int) -> float:
     return elapsed
 
 
+def loaded(client: redis.Redis, *scripts: _scripts.Script) -> bool:
+    """Load ``scripts`` into the server as lazarus calls them: as functions where it has them
+    (Redis 7.0 and later; returns True), else as scripts."""
+    for script in scripts:
+        client.script_load(script.source)
+        try:
+            client.function_load(script.library, replace=True)
+        except redis.ResponseError as error:
+            if "unknown command" not in str(error):
+                raise
+            return False
+    return True
+
+
 def _send(
-    conn: Any, complete: _scripts.Script, keys: QueueKeys, jobs: list[tuple[str, str]], half: int
-) -> list[tuple[int, str, str]]:
+    conn: Any, complete: _scripts.Script, keys: QueueKeys, jobs: list[tuple[str, str]], half: int,
+    functions: bool,
+) -> list[tuple[int, str, str]]:  # fmt: skip
     """Complete ``jobs`` (claiming the next ones) in one write; each job of a half has a slot
     (and reply memo) of its own, as in a worker."""
     now = int(time.time() * 1000)
@@ -99,6 +113,7 @@ def _send(
         pack_command(complete.command(
             [*keys.group, keys.job(job_id), keys.completed, keys.reply(WORKER, str(slot))],
             [job_id, token, now, "null", -1, -1, 0, MAX_EVENTS, 1, WORKER, LOCK_MS, ""],
+            functions,
         ))
         for slot, job_id, token in sent
     ]  # fmt: skip
@@ -106,9 +121,11 @@ def _send(
     return sent
 
 
-def _claimed(conn: Any, claim: _scripts.Script, keys: QueueKeys, count: int) -> list[Any]:
+def _claimed(
+    conn: Any, claim: _scripts.Script, keys: QueueKeys, count: int, functions: bool
+) -> list[Any]:
     args = [int(time.time() * 1000), WORKER, LOCK_MS, count, MAX_EVENTS, uuid.uuid4().hex]
-    conn.send_command(*claim.command([*keys.group, keys.reply(WORKER, "claim")], args))
+    conn.send_command(*claim.command([*keys.group, keys.reply(WORKER, "claim")], args, functions))
     reply = conn.read_response()
     return [(job[0], job[1]) for job in reply[1:] if job]
 

@@ -88,7 +88,11 @@ class PauseProbe:
         self._conn: Connection | None = None
         self.pauses: list[Pause] = []
         self.niceness: int | None = None  # the prober's, once started
-        self._names = {_scripts.load(n).sha: n for n in _script_names()}
+        self._names = {
+            key: n
+            for n in _script_names()
+            for key in (_scripts.load(n).sha, _scripts.load(n).function)
+        }
 
     async def start(self) -> None:
         await self._client.config_set("slowlog-log-slower-than", SLOWLOG_US)
@@ -140,8 +144,8 @@ class PauseProbe:
 
     def _describe(self, command: bytes | str) -> str:
         words = (command.decode() if isinstance(command, bytes) else command).split()
-        if words and words[0].upper() == "EVALSHA" and len(words) > 1:
-            return self._names.get(words[1], "EVALSHA " + words[1][:8])
+        if words and words[0].upper() in ("EVALSHA", "FCALL") and len(words) > 1:
+            return self._names.get(words[1], f"{words[0]} {words[1][:24]}")
         return " ".join(words[:2])[:60]
 
     async def redis_seconds(self) -> float:
@@ -152,7 +156,9 @@ class PauseProbe:
 
     async def _script_calls(self) -> int:
         stats = await self._client.info("commandstats")
-        return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+        return sum(
+            int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("fcall", "evalsha", "eval")
+        )
 
     def stop(self) -> None:
         if self._conn is not None and self._process is not None:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -52,8 +54,9 @@ async def _logged_us(client: Redis, script: str | None = None) -> list[int]:
     entries = await client.slowlog_get(100_000)
     await client.slowlog_reset()
     if script is not None:
-        sha = _scripts.load(script).sha.encode()
-        return sorted(e["duration"] for e in entries if sha in e["command"][:60])
+        named = _scripts.load(script)
+        marks = (named.sha.encode(), named.function.encode())  # EVALSHA or FCALL
+        return sorted(e["duration"] for e in entries if any(m in e["command"][:80] for m in marks))
     ours = (b"SLOWLOG", "SLOWLOG")
     return sorted(e["duration"] for e in entries if e["command"].split()[0] not in ours)
 
@@ -166,6 +169,8 @@ async def removals(url: str, waiting: int) -> tuple[dict[str, float], dict[str, 
         picks["newest"] = jobs[-1].id
     for name in ("remove_job", "job_state"):  # loaded first: a first call's load is no pause
         await client.script_load(_scripts.load(name).source)
+        with contextlib.suppress(ResponseError):  # Redis 6.2: no functions
+            await client.function_load(_scripts.load(name).library, replace=True)
     await client.config_set("slowlog-log-slower-than", 0)
     await client.config_set("slowlog-max-len", 1000)
     await client.slowlog_reset()

@@ -32,6 +32,43 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+async def flush_scripts(client: aioredis.Redis) -> bool:
+    """Forget every script and function the server holds, as a restart without persistence
+    would; whether it holds functions at all (Redis 7.0 and later)."""
+    await client.script_flush()
+    try:
+        await client.function_flush()
+    except ResponseError:  # Redis 6.2: no functions
+        return False
+    return True
+
+
+async def has_functions(client: Any) -> bool:
+    """Whether the server has functions (Redis 7.0 and later)."""
+    try:
+        await client.function_list()
+    except ResponseError as error:
+        if "unknown command" not in str(error):
+            raise
+        return False
+    return True
+
+
+async def script_ready(client: aioredis.Redis, script: Any) -> bytes:
+    """Load ``script`` (a ``lazarus._scripts.Script``) beforehand, as a script and, where the
+    server has functions, as a function: a call refused for want of it did not run, and its
+    second send would be no re-send. The bytes that name it in its calls: its function's name,
+    or its SHA1 (Redis 6.2)."""
+    await client.script_load(script.source)
+    try:
+        await client.function_load(script.library, replace=True)
+    except ResponseError as error:
+        if "unknown command" not in str(error):
+            raise
+        return str(script.sha).encode()
+    return str(script.function).encode()
+
+
 @contextlib.asynccontextmanager
 async def out_of_memory(client: aioredis.Redis) -> AsyncIterator[None]:
     """Every write is refused with OOM inside the block; the old settings come back after."""

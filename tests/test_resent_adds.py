@@ -18,7 +18,7 @@ from lazarus._keys import QueueKeys
 from lazarus._scripts import cluster
 
 from .conftest import ON_CLUSTER, wait_until
-from .faults import ReplyDropper
+from .faults import ReplyDropper, script_ready
 from .scripts.test_transitions import WINDOW_MS
 
 
@@ -27,10 +27,10 @@ class Refused(Exception):
 
 
 @pytest.fixture
-async def add_script(raw: aioredis.Redis) -> _scripts.Script:
-    script = _scripts.load("add_jobs")
-    await raw.script_load(script.source)  # else the reply dropped could be a NOSCRIPT
-    return script
+async def add_script(raw: aioredis.Redis) -> bytes:
+    """What names ``add_jobs`` in its calls, loaded beforehand (else the reply dropped could
+    be a refusal for want of it)."""
+    return await script_ready(raw, _scripts.load("add_jobs"))
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ async def test_an_add_sent_again_after_its_job_ran_and_left_adds_it_no_more(
     ending: str,
     redis_url: str,
     prefix: str,
-    add_script: _scripts.Script,
+    add_script: bytes,
     make_worker: Callable[..., Worker],
     queues: Callable[..., Queue],
 ) -> None:
@@ -94,7 +94,7 @@ async def test_an_add_sent_again_after_its_job_ran_and_left_adds_it_no_more(
     async def meanwhile() -> None:
         await run_until(make_worker(process, dead_letter_queue="jobs-dlq"), ran_and_left)
 
-    async with ReplyDropper(redis_url, add_script.sha.encode(), meanwhile) as proxy:
+    async with ReplyDropper(redis_url, add_script, meanwhile) as proxy:
         producer = queues(url=proxy.url)
         proxy.armed = True
 
@@ -225,7 +225,7 @@ async def test_on_a_cluster_an_add_whose_reply_a_drop_lost_goes_again_as_resent(
         return replies
 
     script = _scripts.load("add_jobs")
-    await raw.script_load(script.source)  # to every master, else the first send is refused
+    await script_ready(raw, script)  # to every master, else the first send is refused
     args = [now_ms(), 100, 0, "j1", "mail", "{}", '{"attempts":1}', 0, 0, 1]
     command = script.command([*queue.keys.group, queue.keys.job("j1")], args)
 

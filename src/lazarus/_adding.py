@@ -243,7 +243,8 @@ class QueueAddingMixin:
         results: list[Any] = []
         built: list[Job] = []
         group = calls[:BULK_IN_FLIGHT]
-        commands = _packed(script, group)
+        functions = _scripts.functions_on(self._client)
+        commands = _packed(script, group, functions)
         for start in range(0, len(calls), BULK_IN_FLIGHT):
             sent = asyncio.ensure_future(self._pipeline(script, group, commands))
             try:
@@ -251,7 +252,7 @@ class QueueAddingMixin:
                 for chunk in chunks[start : start + BULK_IN_FLIGHT]:
                     built += [p.job(shared) for p in chunk]
                 group = calls[start + BULK_IN_FLIGHT : start + 2 * BULK_IN_FLIGHT]
-                commands = _packed(script, group)
+                commands = _packed(script, group, functions)
                 for batch in await sent:
                     results += batch
             finally:
@@ -291,10 +292,14 @@ class QueueAddingMixin:
         return built
 
 
-def _packed(script: _scripts.Script, group: list[tuple[list[str], list[Any]]]) -> list[Packed]:
-    """The commands of a pipeline of several calls, packed ahead; none for a lone call,
-    which its batch packs."""
-    return [script.command(keys, args) for keys, args in group] if len(group) > 1 else []
+def _packed(
+    script: _scripts.Script, group: list[tuple[list[str], list[Any]]], functions: bool
+) -> list[Packed]:
+    """The commands of a pipeline of several calls, packed ahead (as functions, or not:
+    ``_scripts.functions_on``); none for a lone call, which its batch packs."""
+    if len(group) < 2:
+        return []
+    return [script.command(keys, args, functions) for keys, args in group]
 
 
 def _chunks(prepared: list[_Prepared]) -> Iterator[list[_Prepared]]:

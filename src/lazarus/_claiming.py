@@ -9,8 +9,6 @@ import asyncio
 import math
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import NoScriptError
-
 from . import _scripts
 from ._burst import PAST_MAX_JOBS, next_step, room
 from ._connection import now_ms
@@ -138,7 +136,11 @@ async def wait_and_claim(worker: Worker, count: int, next_due: int) -> tuple[lis
     if next_due >= 0:
         timeout = min(timeout, max((next_due - now_ms()) / 1000, 0.001))
     script = _scripts.load("claim_jobs")
-    claim = script.command(worker._claim_keys, [*_claim_args(worker, count), worker._clock_offset])
+    claim = script.command(
+        worker._claim_keys,
+        [*_claim_args(worker, count), worker._clock_offset],
+        _scripts.functions_on(worker._client),
+    )
     worker._blocking = True  # from here on, close() wakes this call instead of cancelling
     try:
         if worker._closing:
@@ -153,7 +155,7 @@ async def wait_and_claim(worker: Worker, count: int, next_due: int) -> tuple[lis
         )
     finally:
         worker._blocking = False
-    if isinstance(reply, NoScriptError):
+    if _scripts.unrun(reply) is not None:  # refused unrun: loaded, and sent again
         reply = await script(worker._client, worker._claim_keys, _claim_args(worker, count))
     elif isinstance(reply, Exception):
         raise reply

@@ -50,16 +50,17 @@ def parse_requests(buffer: bytearray) -> list[list[bytes]]:
 
 class LossyProxy(Proxy):
     """Between one client and Redis: drops the reply of about ``rate`` of the calls of the
-    script whose SHA1 is ``sha`` (``EVALSHA``), the connection cut ``hold`` seconds (a range)
+    script named ``marker`` (its function's name in an ``FCALL``, or its SHA1 in an
+    ``EVALSHA``), the connection cut ``hold`` seconds (a range)
     after the call went on to Redis. ``job_ids`` names the jobs a call adds (from its
     arguments), for the counts."""
 
     def __init__(
-        self, redis_url: str, *, sha: str, job_ids: Callable[[list[bytes]], list[str]],
+        self, redis_url: str, *, marker: bytes, job_ids: Callable[[list[bytes]], list[str]],
         rate: float, hold: tuple[float, float], seed: int,
     ) -> None:  # fmt: skip
         super().__init__(redis_url)
-        self._sha = sha.encode()
+        self._marker = marker
         self._job_ids = job_ids
         self.rate = rate
         self.hold = hold
@@ -79,7 +80,11 @@ class LossyProxy(Proxy):
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _is_watched(self, command: list[bytes]) -> bool:
-        return len(command) > 2 and command[0].upper() == b"EVALSHA" and command[1] == self._sha
+        return (
+            len(command) > 2
+            and command[0].upper() in (b"FCALL", b"EVALSHA")
+            and command[1] == self._marker
+        )
 
     def _note(self, commands: list[list[bytes]], unanswered: list[list[str]]) -> bool:
         """Count the watched calls among ``commands`` (added to ``unanswered``); whether the

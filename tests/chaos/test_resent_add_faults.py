@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from lazarus import LazarusError, Queue, _scripts
 from lazarus._keys import QueueKeys
 
+from ..faults import script_ready
 from .audit import all_dead_letters
 from .harness import PREFIX, Scenario
 from .jobs import DOOMED, OK, JobSpec
@@ -58,8 +59,8 @@ def resent_add_mix(count: int, *, seed: int) -> list[JobSpec]:
 
 
 def add_job_ids(keys: QueueKeys) -> Callable[[list[bytes]], list[str]]:
-    """The ids of the jobs an ``add_jobs`` EVALSHA adds: its keys from the eleventh on are
-    the jobs' hashes (see the script's header)."""
+    """The ids of the jobs an ``add_jobs`` call (FCALL or EVALSHA) adds: its keys from the
+    eleventh on are the jobs' hashes (see the script's header)."""
     prefix = keys.job_prefix.encode()
 
     def job_ids(command: list[bytes]) -> list[str]:
@@ -118,11 +119,11 @@ async def test_resent_adds_of_jobs_run_and_deleted_meanwhile(scenario: Scenario)
     for _ in range(3):
         pool.spawn()
     add_jobs = _scripts.load("add_jobs")
-    # Loaded beforehand: an EVALSHA refused with NOSCRIPT did not run, and its second send
-    # (after SCRIPT LOAD) is no re-send of an add that ran.
-    await scenario.raw(server).script_load(add_jobs.source)
+    # Loaded beforehand: a call refused for want of it did not run, and its second send
+    # (after the load) is no re-send of an add that ran.
+    marker = await script_ready(scenario.raw(server), add_jobs)
     proxy = LossyProxy(
-        server.url, sha=add_jobs.sha, job_ids=add_job_ids(keys), rate=DROP_RATE, hold=HOLD,
+        server.url, marker=marker, job_ids=add_job_ids(keys), rate=DROP_RATE, hold=HOLD,
         seed=13,
     )  # fmt: skip
 

@@ -24,7 +24,7 @@ from lazarus.ojs.sweeper import Sweeper
 from lazarus.ojs.workers import MAX_STALLED
 
 from ..conftest import ON_CLUSTER, wait_for_state, wait_until
-from ..faults import ReplyDropper
+from ..faults import ReplyDropper, script_ready
 
 DLQ = "dead"
 RETRY_ONCE = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
@@ -267,8 +267,8 @@ async def test_a_fetch_whose_reply_a_dropped_connection_lost_hands_out_the_job_i
     # Given two waiting jobs, and a server whose connection to Redis drops once, after a claim
     # of a fetch ran and before its reply arrived
     claim = _scripts.load("claim_jobs")
-    await raw.script_load(claim.source)  # else the reply dropped could be a NOSCRIPT
-    async with ReplyDropper(redis_url, claim.sha.encode()) as proxy:
+    marker = await script_ready(raw, claim)  # else the reply dropped could be a refusal
+    async with ReplyDropper(redis_url, marker) as proxy:
         app = create_app(connection=proxy.url, prefix=prefix, dead_letter_queue=DLQ, auth=False)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:

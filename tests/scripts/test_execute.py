@@ -7,13 +7,15 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import DataError, ResponseError
+from redis.exceptions import DataError, NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lazarus import Queue, _scripts
 from lazarus._connection import connect
+from lazarus._scripts import _loading
 
 from ..conftest import wait_until
+from ..faults import flush_scripts
 
 
 async def test_replies_come_back_in_order_with_error_replies_in_place(
@@ -87,12 +89,33 @@ async def test_a_single_connection_client_adds_and_reads_jobs(redis_url: str, pr
         await client.aclose()
 
 
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (NoScriptError("No matching script. Please use EVAL."), _loading.NO_SCRIPT),
+        (ResponseError("Function not found"), _loading.NO_FUNCTION),
+        (ResponseError("unknown command `FCALL`, with args beginning with: `x`, "),
+         _loading.NO_FUNCTIONS),  # Redis 6.2's words
+        (ResponseError("unknown command 'fcall', with args beginning with: 'x' "),
+         _loading.NO_FUNCTIONS),
+        (ResponseError("unknown command `FOO`, with args beginning with: "), None),
+        (ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
+         None),
+        ("Function not found", None),  # a reply, not an error
+    ],
+)  # fmt: skip
+def test_a_call_refused_before_it_ran_is_told_from_every_other_reply(
+    reply: object, why: str | None
+) -> None:
+    assert _scripts.unrun(reply) == why
+
+
 async def test_a_flushed_script_is_loaded_again(queue: Queue, raw: aioredis.Redis) -> None:
     await queue.add("before", None)
-    await raw.script_flush()
+    await flush_scripts(raw)
 
     single = await queue.add("after", None)
-    await raw.script_flush()
+    await flush_scripts(raw)
     bulk = await queue.add_bulk([{"name": "bulk", "data": i} for i in range(600)])
 
     assert await queue.get_job(single.id) is not None

@@ -33,13 +33,19 @@ end
 
 @pytest.fixture
 def watched(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hot scripts, each ``redis.call`` of theirs through ``watched_call``."""
+    """The hot scripts, each ``redis.call`` of theirs through ``watched_call``: run by EVALSHA
+    or as functions (a library of another name)."""
     for name in HOT:
         script = _scripts.load(name)
         watch = WATCH % (NUMBERS, name)
         source = watch + script.source.replace("redis.call(", "watched_call(")
         monkeypatch.setattr(script, "source", source)
         monkeypatch.setattr(script, "sha", hashlib.sha1(source.encode()).hexdigest())
+        function = f"{script.function}_watched"
+        library = script.library.replace("redis.call(", "watched_call(")
+        library = library.replace("local KEYS, ARGV\n", f"local KEYS, ARGV\n{watch}", 1)
+        monkeypatch.setattr(script, "library", library.replace(script.function, function))
+        monkeypatch.setattr(script, "function", function)
 
 
 async def numbers_handed(raw: aioredis.Redis, prefix: str) -> list[str]:

@@ -34,6 +34,25 @@ async def test_no_entry_is_appended_while_the_outbox_is_off(
     assert await raw.exists(d.dl_outbox) == 0
 
 
+async def test_an_outbox_turned_on_between_two_calls_of_a_script_gets_the_second_ones_entry(
+    raw: aioredis.Redis, d: QueueKeys
+) -> None:
+    # Given a script that ran while the outbox was off (it remembers that for its call only)
+    await make_dead_letter(raw, d, "d1")
+    await make_dead_letter(raw, d, "d2")
+    purge = [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "d1"]
+    await call(raw, "purge_dead_letters", *purge)
+
+    # When the outbox is turned on and the same script runs again
+    await raw.set(d.dl_outbox_enabled, "1")
+    await call(
+        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d2")], [MAXLEN, "", 2000, "d2"]
+    )
+
+    # Then the second call appends its entry
+    assert [(e["event"], e["id"]) for e in await entries(raw, d)] == [("purged", "d2")]
+
+
 async def test_arrival_appends_an_entry_with_its_indexed_values_but_no_copy_of_it(
     raw: aioredis.Redis, d: QueueKeys
 ) -> None:

@@ -10,7 +10,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from lazarus import _scripts
+from lazarus._scripts import _source
 from lazarus._scripts._source import prune
+
+from ..faults import has_functions
 
 _COMMENTS = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
 
@@ -58,9 +61,27 @@ def test_every_local_function_a_script_calls_is_defined_in_it(name: str) -> None
 
 
 async def test_every_script_compiles_on_the_server(raw: aioredis.Redis) -> None:
+    functions = await has_functions(raw)
     for name in _scripts.NAMES:
         script = _scripts.load(name)
         assert await raw.script_load(script.source) == script.sha, name
+        if functions:  # and as a function library (every master, on a cluster)
+            await raw.function_load(script.library, replace=True)
+
+
+def test_a_value_an_include_keeps_per_call_is_set_on_one_line() -> None:
+    raw = "--[[\n  s: a script\n]]\n-- @include x\nreturn 1\n"
+    head = "local cache = {\n  a = 1,\n}\n"
+
+    def read(relative: str) -> str:
+        return head if relative == "includes/x.lua" else raw
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_source, "read", read)
+        with pytest.raises(ValueError, match="one line"):
+            _source.library(raw, "s")
+        head = "local cache = {}\n"
+        assert "  cache = {}\n  return run()" in _source.library(raw, "s")
 
 
 def test_a_function_that_breaks_the_convention_is_refused() -> None:

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from redis.exceptions import OutOfMemoryError
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from lazarus import _scripts
 from lazarus._keys import QueueKeys
 
-from ..faults import out_of_memory
+from ..conftest import ON_CLUSTER
+from ..faults import out_of_memory, script_ready
 
 NOW = 1_000_000
 MAXLEN = 1000
@@ -848,6 +849,32 @@ async def test_extend_locks_renews_leases_while_redis_is_at_its_memory_limit(
     # Then the lease is renewed: renewal grows nothing, so the limit must not stop it
     assert lost == [[], [], None]
     assert await raw.zscore(k.leases, "a") == NOW + 99_000
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="limits the memory of one server")
+async def test_at_the_memory_limit_a_job_completes_and_claims_the_next_but_adds_are_refused(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    # Given two waiting jobs, one of them running, and Redis at its memory limit (the scripts
+    # loaded before, as a running worker and producer have them)
+    await script_ready(raw, _scripts.load("complete_job"))
+    await add(raw, k, "a")
+    await add(raw, k, "b")
+    token = await claim_token(raw, k)
+    async with out_of_memory(raw):
+        # When its worker completes it (and claims the next), and a producer adds a job
+        args = complete_args("a", token)
+        args[8] = 1  # fetch_next
+        reply = await call(raw, "complete_job", [*k.group, k.job("a"), k.completed, memo(k)], args)
+        with pytest.raises((OutOfMemoryError, ResponseError), match=r"OOM|maxmemory"):
+            await add(raw, k, "c")
+
+    # Then the outcome went through, the next job is claimed, and the add wrote nothing
+    assert reply[0] == 0 and reply[2][0] == "b"
+    assert await raw.zscore(k.completed, "a") is not None
+    assert await raw.lrange(k.active, 0, -1) == ["b"]
+    assert await raw.exists(k.job("c")) == 0
+    assert await raw.llen(k.wait) == 0
 
 
 async def test_extend_locks_renews_held_leases_and_reports_lost_ones(

@@ -1,10 +1,11 @@
-"""Loads the Lua scripts, expands their includes and calls them by EVALSHA.
+"""Loads the Lua scripts, expands their includes and calls them: as functions by FCALL, or by
+EVALSHA where the server has no functions (Redis 6.2).
 
 Each ``<name>.lua`` here is one transition and opens with a header naming its ``KEYS[i]`` and
 ``ARGV[i]``; ``includes/`` holds shared local functions pulled in by ``-- @include <name>``
-lines, of which a script keeps those it calls (:mod:`._source`). Scripts are loaded once per
-process and called by EVALSHA, falling back to SCRIPT LOAD when the server answers NOSCRIPT
-(after a restart or SCRIPT FLUSH).
+lines, of which a script keeps those it calls (:mod:`._source`). Scripts are read once per
+process; a call the server refuses because it lacks the function or script (after a restart,
+a flush) is loaded and sent again (:mod:`._loading`).
 
 Scripts are the hot path (one call per job added, claimed or finished), so a call goes straight
 to a pooled connection: it skips the per-command bookkeeping of ``Redis.execute_command``.
@@ -78,13 +79,15 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._connection import Client
 from . import cluster
 from ._coalesce import IN_FLIGHT as IN_FLIGHT
 from ._coalesce import Coalescer, Packed, coalescer, resent
+from ._loading import function_of, provide
+from ._loading import functions_on as functions_on
+from ._loading import unrun as unrun
 from ._source import script_source
 from ._wire import hiredis_wire as _hiredis_wire
 from ._wire import pack as pack
@@ -99,48 +102,54 @@ _HEADER_ARG = re.compile(r"^\s*ARGV\[(\d+)\]\s+(\w+)", re.MULTILINE)
 
 
 class Script:
-    """One Lua transition: its expanded source, SHA1 and header."""
+    """One Lua transition: its expanded source and SHA1, its function and library, its
+    header."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.repeatable = name in REPEATABLE
         self.raw, self.source = script_source(name)
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        self.function, self.library = function_of(name, self.raw)
         header = self.raw.split("]]", 1)[0]
         self.header_keys = dict(_parse(_HEADER_KEY, header))
         self.header_args = dict(_parse(_HEADER_ARG, header))
         # A script told whether a call is sent again (add_jobs) takes it as ARGV 'resent'.
         self._resent = next((i for i, arg in self.header_args.items() if arg == "resent"), 0)
 
-    def command(self, keys: Sequence[str], args: Sequence[Any]) -> Packed:
-        """The EVALSHA command that runs this script, for :func:`execute`; packed already
-        when hiredis takes its arguments."""
-        command = Packed(("EVALSHA", self.sha, len(keys), *keys, *args))
+    def command(self, keys: Sequence[str], args: Sequence[Any], functions: bool = True) -> Packed:
+        """The command that runs this script (FCALL, or EVALSHA without ``functions``: see
+        :func:`functions_on`), for :func:`execute`; packed already when hiredis takes its
+        arguments."""
+        command = Packed(
+            ("FCALL", self.function, len(keys), *keys, *args)
+            if functions
+            else ("EVALSHA", self.sha, len(keys), *keys, *args)
+        )
         wire = _hiredis_wire(command)
         if wire is not None:  # else redis-py packs it when it is sent
             command.wire = wire
         if self._resent:
-            command.again = functools.partial(self._sent_again, keys, args)
+            command.again = functools.partial(self._sent_again, keys, args, functions)
         return command
 
-    def _sent_again(self, keys: Sequence[str], args: Sequence[Any]) -> Packed:
+    def _sent_again(self, keys: Sequence[str], args: Sequence[Any], functions: bool) -> Packed:
         """The call of ``keys`` and ``args`` as sent again: with ARGV ``resent`` = 1."""
         again = list(args)
         again[self._resent - 1] = 1
-        return self.command(keys, again)
+        return self.command(keys, again, functions)
 
     async def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        command = self.command(keys, args)
         batches = coalesced(client)
-        reply = await batches.call(command, self.repeatable)
-        if isinstance(reply, NoScriptError):  # refused unrun: sending it again is safe
-            if isinstance(client, RedisCluster):  # to every master, as the client does it
-                await client.script_load(self.source)
-            else:  # through the batches too: after a restart every slot asks at once
-                loaded = await batches.call(("SCRIPT", "LOAD", self.source), True)
-                if isinstance(loaded, Exception):
-                    raise loaded
-            reply = await batches.call(command, self.repeatable)
+        reply = await batches.call(self.command(keys, args, functions_on(client)), self.repeatable)
+        # Refused unrun (no such function or script, or no functions at all): sending it again
+        # is safe. A server without functions may lack the script as well: three rounds at most.
+        for _ in range(3):
+            why = unrun(reply)
+            if why is None:
+                break
+            functions = await provide(client, batches, why, self)
+            reply = await batches.call(self.command(keys, args, functions), self.repeatable)
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -154,14 +163,15 @@ class Script:
         """Run several calls in one round trip, in order, on one connection; ``commands``:
         their :meth:`command`, when the caller readied them already.
 
-        Only for idempotent calls: a call the server refused with NOSCRIPT is run again
-        after loading the script.
+        Only for idempotent calls: a call the server refused unrun (:func:`unrun`) is run
+        again after loading the function or script.
         """
         if commands is None:
-            commands = [self.command(keys, args) for keys, args in calls]
+            functions = functions_on(client)
+            commands = [self.command(keys, args, functions) for keys, args in calls]
         results = await execute(client, commands, repeatable=self.repeatable)
         for index, result in enumerate(results):
-            if isinstance(result, NoScriptError):
+            if unrun(result) is not None:
                 keys, args = calls[index]
                 results[index] = await self(client, keys, args)
             elif isinstance(result, Exception):

@@ -9,6 +9,9 @@ includes general at no cost per call.
 Includes define their functions at the start of a line (``local function name(``) and close
 them with ``end`` alone on a line: the convention :func:`prune` relies on. A function is kept
 when the script's own code, or a kept function, names it outside a comment.
+
+On Redis 7.0 and later a script runs as a function instead (:func:`library`): its includes'
+functions are made once, when the library loads, and only its body runs per call.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ _FUNCTION = re.compile(r"^local function (\w+)\(.*?^end$\n?", re.MULTILINE | re.
 _WORD = re.compile(r"\w+")
 # Comments (which name functions freely); no script writes '--' inside a string.
 _COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
+# A value an include keeps for the length of one call (a cache, say): a lower-case top-level
+# local, set on its one line. Upper-case ones are constants.
+_PER_CALL = re.compile(r"^local ([a-z_]\w*) = (.+)$", re.MULTILINE)
+_BODY = "\n-- (the script's body)\n"
 
 
 def read(relative: str) -> str:
@@ -76,3 +83,51 @@ def script_source(name: str) -> tuple[str, str]:
     """The text of script ``name`` as written, and as Redis runs it."""
     raw = read(f"{name}.lua")
     return raw, prune(expand(raw))
+
+
+def library(raw: str, name: str, flags: tuple[str, ...] = ()) -> str:
+    """Script ``raw`` (as written) as a Redis function library of the one function ``name``
+    (also the library's name), with ``flags`` (``allow-oom``, ``no-writes``).
+
+    The header and includes are the library's top level, run once when it loads: the shared
+    functions are made there, once. The body (what follows the last ``-- @include``) is the
+    function run per call, ``KEYS`` and ``ARGV`` being the call's keys and arguments. What an
+    include keeps for one call (a lower-case top-level local: a cache) is set anew at the
+    start of each call, as a script run by EVAL finds it.
+    """
+    lines = raw.split("\n")
+    header = next(i for i, line in enumerate(lines) if line.startswith("]]")) + 1
+    includes = [i for i, line in enumerate(lines) if _INCLUDE.match(line)]
+    if includes != list(range(header, header + len(includes))):
+        raise ValueError(f"script {name}: its includes must follow its header, one per line")
+    cut = header + len(includes)
+    head, body = "\n".join(lines[:cut]), "\n".join(lines[cut:])
+    top, body = prune(expand(head) + _BODY + body).split(_BODY)
+    resets = "".join(f"  {var} = {value}\n" for var, value in _per_call(top, name))
+    return (
+        f"#!lua name={name}\nlocal KEYS, ARGV\n{top}\nlocal function run()\n{body}\nend\n"
+        f"redis.register_function{{function_name = '{name}', flags = {{{_lua_list(flags)}}},"
+        f" callback = function(keys, args)\n  KEYS, ARGV = keys, args\n{resets}"
+        f"  return run()\nend}}\n"
+    )
+
+
+def _per_call(top: str, name: str) -> list[tuple[str, str]]:
+    """The values ``top`` (a library's top level) keeps per call, and their first values;
+    refused unless each is set on one line of its own."""
+    lines = top.split("\n")
+    found = []
+    for index, line in enumerate(lines):
+        if not re.match(r"local (?!function )[a-z_]", line):
+            continue
+        match = _PER_CALL.match(line)
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if match is None or "," in match.group(1) or following[:1].isspace():
+            raise ValueError(f"script {name}: a value kept per call must be set on one line "
+                             f"of its own: {line!r}")  # fmt: skip
+        found.append((match.group(1), match.group(2)))
+    return found
+
+
+def _lua_list(words: tuple[str, ...]) -> str:
+    return ", ".join(f"'{word}'" for word in words)

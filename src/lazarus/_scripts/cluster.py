@@ -53,9 +53,9 @@ Sender = Callable[
 
 
 def slot_of(client: RedisCluster, command: Sequence[Any]) -> int:
-    """The slot of ``command``'s first key (EVALSHA: its first KEYS entry)."""
+    """The slot of ``command``'s first key (FCALL, EVALSHA: its first KEYS entry)."""
     name = str(command[0]).upper()
-    if name in ("EVALSHA", "EVAL"):
+    if name in ("FCALL", "EVALSHA", "EVAL"):
         if int(command[2]) == 0:
             return 0  # no keys: any node runs it
         return client.keyslot(command[3])

@@ -270,6 +270,7 @@ def _register_commands() -> None:
         redrive,
         retention,
         schedules,
+        scripts,
         serve,
         webhooks,
     )
@@ -283,6 +284,7 @@ def _register_commands() -> None:
     main.add_command(dlq.dlq)
     main.add_command(serve.serve)
     main.add_command(migrate.migrate)
+    main.add_command(scripts.scripts)
     main.add_command(record.record)
     main.add_command(webhooks.webhooks)
     main.add_command(redrive.redrive)
