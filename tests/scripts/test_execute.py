@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import DataError, NoScriptError, ResponseError
+from redis.exceptions import DataError, NoPermissionError, NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lazarus import Queue, _scripts
 from lazarus._connection import connect
 from lazarus._scripts import _loading
 
-from ..conftest import wait_until
-from ..faults import flush_scripts
+from ..conftest import ON_CLUSTER, wait_until
+from ..faults import flush_scripts, has_functions
 
 
 async def test_replies_come_back_in_order_with_error_replies_in_place(
@@ -101,6 +102,9 @@ async def test_a_single_connection_client_adds_and_reads_jobs(redis_url: str, pr
         (ResponseError("unknown command `FOO`, with args beginning with: "), None),
         (ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
          None),
+        (NoPermissionError("this user has no permissions to run the 'fcall' command"),
+         _loading.NO_FUNCTIONS),
+        (NoPermissionError("this user has no permissions to run the 'set' command"), None),
         ("Function not found", None),  # a reply, not an error
     ],
 )  # fmt: skip
@@ -108,6 +112,33 @@ def test_a_call_refused_before_it_ran_is_told_from_every_other_reply(
     reply: object, why: str | None
 ) -> None:
     assert _scripts.unrun(reply) == why
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="sets the users of one server")
+@pytest.mark.parametrize("denied", ["-fcall", "-function"])
+async def test_a_user_who_may_not_call_or_load_functions_runs_scripts_by_evalsha(
+    raw: aioredis.Redis, redis_url: str, prefix: str, denied: str
+) -> None:
+    if not await has_functions(raw):
+        pytest.skip("Redis 6.2 has no functions")
+    # Given a user who may do everything but call functions, or load them (with the library
+    # missing, as on a server that has never seen this version)
+    user = f"u{uuid.uuid4().hex[:8]}"
+    await raw.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", denied)
+    await flush_scripts(raw)
+    url = redis_url.replace("redis://", f"redis://{user}:pw@", 1)
+    queue = Queue("jobs", connection=url, prefix=prefix)
+    try:
+        # When it adds jobs, one and many
+        one = await queue.add("a", {})
+        many = await queue.add_bulk([{"name": "b", "data": i} for i in range(3)])
+
+        # Then they are added, by EVALSHA
+        assert [await queue.get_job(j.id) is not None for j in [one, *many]] == [True] * 4
+        assert not _scripts.functions_on(queue.client)
+    finally:
+        await queue.close()
+        await raw.execute_command("ACL", "DELUSER", user)
 
 
 async def test_a_flushed_script_is_loaded_again(queue: Queue, raw: aioredis.Redis) -> None:

@@ -5,8 +5,9 @@ includes is made anew each time: for a worker's outcome, some forty closures, ab
 what Redis spends on the call. Loaded as a function library (``FUNCTION LOAD``), they are made
 once, and a call (``FCALL``) runs only the script's body (:func:`._source.library`).
 
-A call goes as ``FCALL`` until the server says it has no such command (Redis 6.2): from then on
-that client (its connection pool, or the cluster client) calls by EVALSHA. A call refused
+A call goes as ``FCALL`` until the server says it has no such command (Redis 6.2), or that the
+client's user may not call or load functions (its ACL): from then on that client (its
+connection pool, or the cluster client) calls by EVALSHA. A call refused
 because the server lacks the function or script (after a restart without persistence, a
 ``FUNCTION FLUSH`` or ``SCRIPT FLUSH``, a new cluster node) did not run: the library or script
 is loaded and the call sent again. Loads of one library by one client's concurrent calls (a
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, OutOfMemoryError, ResponseError
 
 from .._connection import Client
 from ._source import library
@@ -94,7 +95,9 @@ def unrun(reply: Any) -> str | None:
     text = str(reply)
     if text.startswith("Function not found"):
         return NO_FUNCTION
-    if text.startswith("unknown command") and "fcall" in text.lower():
+    if "fcall" in text.lower() and (
+        text.startswith("unknown command") or isinstance(reply, NoPermissionError)
+    ):
         return NO_FUNCTIONS
     return None
 
@@ -122,6 +125,9 @@ async def provide(client: Client, batches: Coalescer, why: str, script: Script) 
     try:
         await asyncio.shield(load)
     except OutOfMemoryError:
+        return False
+    except NoPermissionError:  # the user may call functions but not load them
+        vars(_holder(client))[_EVAL_ONLY] = True
         return False
     return True
 
