@@ -53,9 +53,11 @@ async def test_after_a_flush_concurrent_calls_reload_once_and_run(
     await asyncio.gather(*(queue.add("n", {"i": i}) for i in range(200)))
 
     assert await raw.llen(f"{prefix}:{{jobs}}:wait") == 201
-    if functions and not ON_CLUSTER:  # the calls refused together waited for one load
+    if functions and not ON_CLUSTER:
+        # The calls refused together shared a load of the library, not one load per call: a
+        # batch in flight while the load ran may be refused after it and load once more
         stats = await raw.info("commandstats")
-        assert stats["cmdstat_function|load"]["calls"] == 1
+        assert 1 <= stats["cmdstat_function|load"]["calls"] <= _scripts.IN_FLIGHT
 
 
 async def test_an_error_reply_fails_its_own_call_only(raw: aioredis.Redis, prefix: str) -> None:
