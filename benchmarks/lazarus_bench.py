@@ -173,6 +173,15 @@ class LazarusAdapter:
         figures = await asyncio.to_thread(ceiling.measure, self.url, n, concurrency)
         return figures["ceiling"]
 
+    async def redis_cpu_seconds(self) -> float:
+        """The CPU time Redis has used so far (user and system, every thread)."""
+        queue = Queue(QUEUE, connection=self.url)
+        try:
+            cpu = await queue.client.info("cpu")
+        finally:
+            await queue.close()
+        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
     async def round_trip(self, n: int) -> dict[str, float]:
         """The floor of anything awaited one round trip at a time (``ceiling.round_trip``)."""
         return await ceiling.round_trip(self.url, n)
