@@ -69,6 +69,21 @@ async def test_every_script_compiles_on_the_server(raw: aioredis.Redis) -> None:
             await raw.function_load(script.library, replace=True)
 
 
+@pytest.mark.parametrize("name", _scripts.NAMES)
+def test_a_functions_constants_are_never_changed(name: str) -> None:
+    # A library's top level runs once, at load: an upper-case table there is shared by every
+    # call, so no call may change it (a lower-case one is set anew per call instead).
+    library = _scripts.load(name).library
+    top = library.split("local function run()")[0]
+    code = _COMMENTS.sub("", library)
+    for constant in re.findall(r"^local ([A-Z][A-Z0-9_]*) = \{", top, re.MULTILINE):
+        changes = re.findall(
+            rf"\b{constant}\s*\[[^\]]*\]\s*=(?!=)|table\.(?:insert|remove|sort)\(\s*{constant}\b",
+            code,
+        )
+        assert not changes, f"{name} changes its constant {constant}: {changes}"
+
+
 def test_a_value_an_include_keeps_per_call_is_set_on_one_line() -> None:
     raw = "--[[\n  s: a script\n]]\n-- @include x\nreturn 1\n"
     head = "local cache = {\n  a = 1,\n}\n"

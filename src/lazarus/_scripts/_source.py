@@ -25,7 +25,8 @@ _WORD = re.compile(r"\w+")
 # Comments (which name functions freely); no script writes '--' inside a string.
 _COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
 # A value an include keeps for the length of one call (a cache, say): a lower-case top-level
-# local, set on its one line. Upper-case ones are constants.
+# local, set on its one line. Upper-case ones are constants, which no call changes
+# (tests/scripts/test_source.py checks): a function's top level runs once, at load.
 _PER_CALL = re.compile(r"^local ([a-z_]\w*) = (.+)$", re.MULTILINE)
 _BODY = "\n-- (the script's body)\n"
 
