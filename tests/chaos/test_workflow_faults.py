@@ -180,10 +180,15 @@ async def test_workflows_ride_a_server_sigkill_storm(scenario: Scenario) -> None
             if serve.kills < 8:
                 serve.kill()
                 serve.start()
+            callbacks: set[str] = set()
             for wf in chains + batches:
-                answer = await call(client, "GET", f"/ojs/v1/workflows/{wf}")
-                states[wf] = answer.json()["workflow"]["state"]
-            if serve.kills >= 8 and all(s == "completed" for s in states.values()):
+                view = (await call(client, "GET", f"/ojs/v1/workflows/{wf}")).json()["workflow"]
+                states[wf] = view["state"]
+                callbacks |= {cb["job_id"] for cb in view.get("callbacks", {}).values()}
+            # Done when every workflow completed and every callback ran: the call that
+            # completes a batch enqueues its callback, which runs a moment later.
+            completed = all(s == "completed" for s in states.values())
+            if serve.kills >= 8 and completed and callbacks <= set(seen):
                 break
         stop.set()
         await worker

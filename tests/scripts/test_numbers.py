@@ -39,8 +39,10 @@ def watched(monkeypatch: pytest.MonkeyPatch) -> None:
         script = _scripts.load(name)
         watch = WATCH % (NUMBERS, name)
         source = watch + script.source.replace("redis.call(", "watched_call(")
-        monkeypatch.setattr(script, "source", source)
+        # The SHA1 first: made from the source when first read, it must be read before that
+        # changes, or the original would come back with the watched source's SHA1.
         monkeypatch.setattr(script, "sha", hashlib.sha1(source.encode()).hexdigest())
+        monkeypatch.setattr(script, "source", source)
         function = f"{script.function}_watched"
         library = script.library.replace("redis.call(", "watched_call(")
         library = library.replace("local KEYS, ARGV\n", f"local KEYS, ARGV\n{watch}", 1)

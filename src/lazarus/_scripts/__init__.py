@@ -88,7 +88,7 @@ from ._coalesce import Coalescer, Packed, coalescer, resent
 from ._loading import function_of, provide
 from ._loading import functions_on as functions_on
 from ._loading import unrun as unrun
-from ._source import script_source
+from ._source import read, script_source
 from ._wire import hiredis_wire as _hiredis_wire
 from ._wire import pack as pack
 from ._wire import send_and_read as _send_and_read
@@ -108,14 +108,24 @@ class Script:
     def __init__(self, name: str) -> None:
         self.name = name
         self.repeatable = name in REPEATABLE
-        self.raw, self.source = script_source(name)
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        self.raw = read(f"{name}.lua")
         self.function, self.library = function_of(name, self.raw)
         header = self.raw.split("]]", 1)[0]
         self.header_keys = dict(_parse(_HEADER_KEY, header))
         self.header_args = dict(_parse(_HEADER_ARG, header))
         # A script told whether a call is sent again (add_jobs) takes it as ARGV 'resent'.
         self._resent = next((i for i, arg in self.header_args.items() if arg == "resent"), 0)
+
+    @functools.cached_property
+    def source(self) -> str:
+        """The script's text as EVAL runs it (made when first needed: Redis 7.0 and later
+        call the function)."""
+        return script_source(self.name)[1]
+
+    @functools.cached_property
+    def sha(self) -> str:
+        """The SHA1 of :attr:`source`, which EVALSHA names."""
+        return hashlib.sha1(self.source.encode()).hexdigest()
 
     def command(self, keys: Sequence[str], args: Sequence[Any], functions: bool = True) -> Packed:
         """The command that runs this script (FCALL, or EVALSHA without ``functions``: see

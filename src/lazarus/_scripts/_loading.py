@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 # Kept on the connection pool (or cluster client) itself, so that they go with it.
 _EVAL_ONLY = "_lazarus_eval_only"  # its server has no functions: call by EVALSHA
 _LOADING = "_lazarus_loading"  # function name -> the load on its way
+_PLACEHOLDER = "lazarus_function_name"  # in a library's text until its digest names it
 _LIBRARY_PREFIX = "lazarus_"  # a library's name (and its one function's): this, script, digest
 
 # The reasons a call was refused before it ran (:func:`unrun`).
@@ -75,9 +76,9 @@ READS_ONLY = frozenset({"job_state", "query_dead_letters"})
 def function_of(name: str, raw: str) -> tuple[str, str]:
     """The function name and library text of script ``name`` (``raw``: as written)."""
     flags = ("no-writes",) if name in READS_ONLY else ("allow-oom",) if name in ALLOW_OOM else ()
-    digest = hashlib.sha1(library(raw, "lazarus", flags).encode()).hexdigest()[:16]
-    function = f"{_LIBRARY_PREFIX}{name}_{digest}"
-    return function, library(raw, function, flags)
+    text = library(raw, _PLACEHOLDER, flags)  # built once: the name goes in after the digest
+    function = f"{_LIBRARY_PREFIX}{name}_{hashlib.sha1(text.encode()).hexdigest()[:16]}"
+    return function, text.replace(_PLACEHOLDER, function)
 
 
 def functions_on(client: Client) -> bool:
