@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -112,7 +112,7 @@ async def provide(client: Client, batches: Coalescer, why: str, script: Script) 
         vars(_holder(client))[_EVAL_ONLY] = True
         return False
     if why == NO_SCRIPT:
-        if isinstance(client, RedisCluster):  # to every master, as the client does it
+        if _cluster(client):  # to every master, as the client does it
             await client.script_load(script.source)
         else:  # through the batches too: after a restart every slot asks at once
             _raise(await batches.call(("SCRIPT", "LOAD", script.source), True))
@@ -134,7 +134,7 @@ async def provide(client: Client, batches: Coalescer, why: str, script: Script) 
 
 
 async def _load(client: Client, batches: Coalescer, library_text: str) -> None:
-    if isinstance(client, RedisCluster):  # to every master, as the client does it
+    if _cluster(client):  # to every master, as the client does it
         await client.function_load(library_text, replace=True)
         return
     loaded = await batches.call(("FUNCTION", "LOAD", library_text), True)
@@ -181,7 +181,7 @@ async def prune(client: Client, current: set[str]) -> list[str]:
 
 async def _masters(client: Client) -> list[dict[str, Any]]:
     """Per master of a cluster, the keyword that sends a command there; one empty one else."""
-    if type(client) is not Redis and isinstance(client, RedisCluster):
+    if _cluster(client):
         await client.initialize()  # (a new client knows no nodes yet)
         return [{"target_nodes": node} for node in client.get_primaries()]
     return [{}]
@@ -194,7 +194,12 @@ def _raise(reply: Any) -> None:
 
 def _holder(client: Client) -> Any:
     """What a client's calling mode and loads are kept on: its pool, or the cluster client."""
-    # A plain Redis first: isinstance against RedisCluster costs about a microsecond.
-    if type(client) is not Redis and isinstance(client, RedisCluster):
+    if _cluster(client):
         return client
-    return client.connection_pool
+    return cast(Redis, client).connection_pool
+
+
+def _cluster(client: Client) -> TypeGuard[RedisCluster]:
+    """Whether ``client`` is a cluster client; a plain Redis is told first, since isinstance
+    against RedisCluster costs about a microsecond."""
+    return type(client) is not Redis and isinstance(client, RedisCluster)
