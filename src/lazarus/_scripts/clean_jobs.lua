@@ -56,7 +56,7 @@ budget_start(ARGV[5])
 -- drop(id): remove job `id`; whether the call must stop there (the budget ran out).
 local function drop(id)
   dedup_release(q.job_prefix, id, false)
-  drop_job(q.job_prefix .. id)
+  drop_job(q, id)
   removed[#removed + 1] = id
   return #removed < limit and budget_spent()
 end

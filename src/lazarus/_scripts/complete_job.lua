@@ -75,12 +75,12 @@ if dl_id ~= '' and redis.call('HGET', key, 'replayOf') == dl_id then
   end
 end
 if ARGV[7] == '1' then
-  drop_job(key, now, held[4])
+  drop_job(q, id, now, held[4])
 else
   redis.call('HSET', key, 'attemptsMade', int_text(made), 'returnvalue', ARGV[4],
     'finishedOn', int_text(now))
   redis.call('ZADD', KEYS[12], int_text(now), id)
-  retain(KEYS[12], q.job_prefix, tonumber(ARGV[5]), tonumber(ARGV[6]), now)
+  retain(KEYS[12], q, tonumber(ARGV[5]), tonumber(ARGV[6]), now)
 end
 emit(q.events, maxlen, 'completed', 'jobId', id, 'returnvalue', ARGV[4])
 metrics_count(q, 'c', now)

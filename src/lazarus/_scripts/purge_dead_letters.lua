@@ -54,7 +54,7 @@ for i = 4, #KEYS do
       or not store_batch_remove(batch, id, KEYS[i], values, origin, 'purged', '') then
     result = -6
   else
-    store_step(batch, KEYS[i])
+    store_step(batch, id)
     if #purged < 100 then purged[#purged + 1] = id end
     count = count + 1
     result = 1

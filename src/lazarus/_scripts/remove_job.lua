@@ -49,6 +49,6 @@ if redis.call('ZREM', q.prioritized, id) == 0 and redis.call('ZREM', q.delayed, 
   if removed == nil then return {-9, from, id} end
 end
 dedup_release(q.job_prefix, id, false)
-drop_job(KEYS[13])
+drop_job(q, id)
 emit(q.events, ARGV[2], 'removed', 'jobId', id)
 return 1

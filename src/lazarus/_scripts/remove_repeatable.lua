@@ -48,7 +48,7 @@ end
 redis.call('DEL', schedule)
 redis.call('ZREM', KEYS[11], key)
 if removed then
-  drop_job(q.job_prefix .. id)
+  drop_job(q, id)
   emit(q.events, ARGV[2], 'removed', 'jobId', id)
 end
 return 1

@@ -72,7 +72,7 @@ else
   add_occurrence(q, schedule, key, following, now, ARGV[2])
 end
 if not running then return reply end
-drop_job(q.job_prefix .. id, now, held[4])
+drop_job(q, id, now, held[4])
 wake_capped(q)
 emit(q.events, ARGV[2], 'skipped', 'jobId', id, 'running', running)
 return 3

@@ -70,6 +70,8 @@ end
 
 local batch = store_batch(dl)
 local pushed = {}  -- the new jobs for the wait list, pushed together (enqueue_push)
+-- What the logs keys of the dead letters and of the new jobs begin with (job_side, made once).
+local dl_logs, new_logs = job_side(batch.head, 'logs', ''), job_side(src.head, 'logs', '')
 
 -- replay_one(dl_key, new_key, dl_id, new_id, f, score, a): turn the dead letter into a new job.
 local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
@@ -83,7 +85,7 @@ local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
     'timestamp', int_text(now), 'delay', int_text(delay), 'priority', int_text(priority),
     'atm', atm, 'attemptsMade', '0', 'rc', int_text((tonumber(f[8]) or 0) + 1),
     'replayOf', dl_id, 'replayDlq', ARGV[4])
-  copy_logs(dl_key, new_key)
+  copy_logs(dl_logs .. dl_id, new_logs .. new_id)
   emit(KEYS[2], maxlen, 'statusChanged', 'jobId', dl_id, 'from', from, 'to', 'processing',
     'actor', actor, 'note', note)
   emit(KEYS[2], maxlen, 'replayed', 'jobId', dl_id, 'newJobId', new_id, 'queue', ARGV[3])

@@ -78,8 +78,8 @@ local function return_to_record(src, id, f, dlq, rec_key, rec_id, now, reason, s
   local values, _, origin = store_values(rec_key)
   store_add(dlq.dl, rec_id, values, now, origin)
   redis.call('ZADD', dlq.marker, '0', '0')
-  move_logs(key, rec_key)
-  bury(key, now, f[4])
+  move_logs(job_side(src.head, 'logs', id), job_side(string.sub(dlq.dl, 1, -4), 'logs', rec_id))
+  bury(src, id, now, f[4])
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
     'attemptsMade', f[9] or 0, 'deadLettered', '1')
@@ -147,8 +147,8 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
   redis.call('ZADD', dlq.marker, '0', '0')
   dedup_release(src.job_prefix, id, true, f[17] or false)
-  move_logs(key, dl_key)
-  bury(key, now, f[4])
+  move_logs(job_side(src.head, 'logs', id), job_side(string.sub(dlq.dl, 1, -4), 'logs', dl_id))
+  bury(src, id, now, f[4])
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
     'attemptsMade', f[9] or 0, 'deadLettered', '1')
@@ -167,7 +167,7 @@ end
 local function discard_terminal(src, id, reason, made, now, maxlen, deid, added)
   metrics_count(src, 'f', now)
   dedup_release(src.job_prefix, id, true, deid)
-  drop_job(src.job_prefix .. id, now, added)
+  drop_job(src, id, now, added)
   emit(src.events, maxlen, 'discarded', 'jobId', id, 'failedReason', reason,
     'attemptsMade', int_text(made))
 end
@@ -182,10 +182,10 @@ local function fail_terminal(src, failed, id, now, keep_count, keep_age, remove_
   f = f or redis.call('HMGET', key, 'failedReason', 'attemptsMade', 'timestamp', 'deid')
   dedup_release(src.job_prefix, id, true, f[4] or false)
   if remove_now == 1 then
-    drop_job(key, now, f[3])
+    drop_job(src, id, now, f[3])
   else
     redis.call('ZADD', failed, int_text(now), id)
-    retain(failed, src.job_prefix, keep_count, keep_age, now)
+    retain(failed, src, keep_count, keep_age, now)
   end
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[1] or '',
     'attemptsMade', f[2] or '0')

@@ -23,7 +23,7 @@ local function dedup_take(q, dedup_id, ttl, mode, id, now, maxlen)
   if holder and string.find(mode, 'r', 1, true) and redis.call('ZSCORE', q.delayed, holder)
       and not redis.call('HGET', held, 'ats') then
     redis.call('ZREM', q.delayed, holder)
-    drop_job(held, now, redis.call('HGET', held, 'timestamp'))
+    drop_job(q, holder, now, redis.call('HGET', held, 'timestamp'))
     emit(q.events, maxlen, 'removed', 'jobId', holder)
     holder = false
   end

@@ -24,25 +24,25 @@ local function release(src, id, token, fields, dropping)
   return 0, held
 end
 
--- retain(set, job_prefix, keep_count, keep_age_ms, now): apply a retention policy to a finished
--- set (completed or failed): keep the newest keep_count (-1: all) and nothing older than
+-- retain(set, q, keep_count, keep_age_ms, now): apply a retention policy to a finished set
+-- (completed or failed) of queue q: keep the newest keep_count (-1: all) and nothing older than
 -- keep_age_ms (-1: any age). At most RETAIN_AT_MOST removals per policy and call keep the
 -- script short when many jobs age out at once, or a smaller count meets a large set: every
 -- job that finishes removes some of the rest.
 local RETAIN_AT_MOST = 200
-local function retain(set, job_prefix, keep_count, keep_age_ms, now)
+local function retain(set, q, keep_count, keep_age_ms, now)
   if keep_age_ms >= 0 then
     local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - keep_age_ms, 'LIMIT', 0,
       RETAIN_AT_MOST)
     if #old > 0 then
-      drop_jobs(job_prefix, old, now)
+      drop_jobs(q, old, now)
       redis.call('ZREM', set, unpack(old))
     end
   end
   if keep_count >= 0 then
     local excess = math.min(redis.call('ZCARD', set) - keep_count, RETAIN_AT_MOST)
     if excess > 0 then
-      drop_jobs(job_prefix, redis.call('ZRANGE', set, 0, excess - 1), now)
+      drop_jobs(q, redis.call('ZRANGE', set, 0, excess - 1), now)
       redis.call('ZREMRANGEBYRANK', set, 0, excess - 1)
     end
   end

@@ -19,6 +19,14 @@ local function beside(job_key, kind)
   return string.sub(job_key, 1, cut) .. kind .. ':' .. string.sub(job_key, cut + 5)
 end
 
+-- job_side(head, kind, id): the key of kind `kind` beside the hash of job `id` of the queue whose
+-- keys begin with `head` ('<prefix>:{<queue>}:', queue_keys's `head`): one new string, where
+-- beside, which must find the id in the key first, makes three and calls four string
+-- functions (each new string a Lua allocation, and garbage). The hot paths know the id.
+local function job_side(head, kind, id)
+  return head .. kind .. ':' .. id
+end
+
 -- logs_key(job_key): the logs of the job whose hash is `job_key`.
 local function logs_key(job_key)
   return beside(job_key, 'logs')
@@ -28,12 +36,12 @@ end
 -- connect timeout of 5 s after the last); the window leaves room for slower connects.
 local RESEND_WINDOW_MS = 30000
 
--- bury(job_key, now, added): leave the tombstone of the job hash `job_key`, about to be
+-- bury(q, id, now, added): leave the tombstone of job `id` of queue q (queue_keys), about to be
 -- deleted, when it was added less than RESEND_WINDOW_MS before `now` (ms; nil: Redis's
 -- clock, for the calls given none); `added` is its timestamp field when the caller read it
 -- already (else it is read here).
-local function bury(job_key, now, added)
-  added = added or redis.call('HGET', job_key, 'timestamp')
+local function bury(q, id, now, added)
+  added = added or redis.call('HGET', q.job_prefix .. id, 'timestamp')
   local at = tonumber(added)
   if not at then return end
   if not now then
@@ -41,7 +49,7 @@ local function bury(job_key, now, added)
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   if now - at < RESEND_WINDOW_MS then
-    redis.call('SET', beside(job_key, 'gone'), added, 'PX', int_text(RESEND_WINDOW_MS))
+    redis.call('SET', job_side(q.head, 'gone', id), added, 'PX', int_text(RESEND_WINDOW_MS))
   end
 end
 
@@ -51,37 +59,36 @@ local function added_before(job_key, added)
   return tonumber(redis.call('GET', beside(job_key, 'gone'))) == added
 end
 
--- drop_job(job_key, now, added): delete a job's hash and its logs, leaving its tombstone
--- (bury; `now` and `added` as there).
-local function drop_job(job_key, now, added)
-  bury(job_key, now, added)
-  redis.call('DEL', job_key, logs_key(job_key))
+-- drop_job(q, id, now, added): delete the hash and the logs of job `id` of queue q, leaving its
+-- tombstone (bury; `now` and `added` as there).
+local function drop_job(q, id, now, added)
+  bury(q, id, now, added)
+  redis.call('DEL', q.job_prefix .. id, job_side(q.head, 'logs', id))
 end
 
--- drop_jobs(job_prefix, ids, now): delete the hashes and logs of jobs `ids`, in one command,
+-- drop_jobs(q, ids, now): delete the hashes and logs of jobs `ids` of queue q, in one command,
 -- leaving their tombstones.
-local function drop_jobs(job_prefix, ids, now)
+local function drop_jobs(q, ids, now)
   if #ids == 0 then return end
   local keys = {}
   for _, id in ipairs(ids) do
-    local key = job_prefix .. id
-    bury(key, now)
-    keys[#keys + 1] = key
-    keys[#keys + 1] = logs_key(key)
+    bury(q, id, now)
+    keys[#keys + 1] = q.job_prefix .. id
+    keys[#keys + 1] = job_side(q.head, 'logs', id)
   end
   redis.call('DEL', unpack(keys))
 end
 
--- move_logs(from_key, to_key): give the logs of job hash `from_key` to job hash `to_key`.
-local function move_logs(from_key, to_key)
-  local from = logs_key(from_key)
-  if redis.call('EXISTS', from) == 1 then redis.call('RENAME', from, logs_key(to_key)) end
+-- move_logs(from_logs, to_logs): the logs at key `from_logs` become those at `to_logs` (the
+-- logs keys of two jobs).
+local function move_logs(from_logs, to_logs)
+  if redis.call('EXISTS', from_logs) == 1 then redis.call('RENAME', from_logs, to_logs) end
 end
 
--- copy_logs(from_key, to_key): give job hash `to_key` a copy of the logs of `from_key`, which
--- keeps its own. When the copy comes back (the replayed job dead-lettered into the same
--- record), move_logs replaces the record's logs with it: the old lines and the new ones.
+-- copy_logs(from_logs, to_logs): give the job whose logs key is `to_logs` a copy of the logs at
+-- `from_logs`, which stay. When the copy comes back (the replayed job dead-lettered into the
+-- same record), move_logs replaces the record's logs with it: the old lines and the new ones.
 -- (COPY of a key that does not exist copies nothing.)
-local function copy_logs(from_key, to_key)
-  redis.call('COPY', logs_key(from_key), logs_key(to_key), 'REPLACE')
+local function copy_logs(from_logs, to_logs)
+  redis.call('COPY', from_logs, to_logs, 'REPLACE')
 end

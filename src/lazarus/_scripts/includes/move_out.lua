@@ -22,14 +22,14 @@ local function move_out(src, id, moves, dl_id, now, reason, source_name, dlq_nam
   local flat = redis.call('HGETALL', key)
   local fields = {}
   for i = 1, #flat, 2 do fields[flat[i]] = flat[i + 1] end
-  local logs_list = logs_key(key)
+  local logs_list = job_side(src.head, 'logs', id)
   local lines = redis.call('LRANGE', logs_list, 0, -1)
   redis.call('HSET', moves, dl_id, cjson.encode({kind = 'dead_letter', id = id, dl = dl_id,
     source = source_name, target = dlq_name, reason = reason, at = now, fields = fields,
     logs = lines}))
   if fields['replayOf'] then redis.call('HSET', moves, 'job:' .. id, dl_id) end
   dedup_release(src.job_prefix, id, true)
-  bury(key, now, fields['timestamp'])
+  bury(src, id, now, fields['timestamp'])
   redis.call('DEL', key, logs_list)
   local holder = dl_id
   if fields['replayOf'] and fields['replayDlq'] == dlq_name then holder = fields['replayOf'] end

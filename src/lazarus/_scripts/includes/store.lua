@@ -31,12 +31,20 @@ end
 
 -- store_combination(values, status): the field of the count hash for this combination of the
 -- five values (with `status` in place of the fifth, if given): 'f<byte length>:<value>' per
--- field, in field order.
-local function store_combination(values, status)
-  local s = status or values[5]
+-- field, in field order. store_combination_head(values) is its part for the first four, and
+-- store_combination_of(head, status) the field of that head and a status.
+local function store_combination_head(values)
   return 'q' .. int_text(#values[1]) .. ':' .. values[1] .. 'n' .. int_text(#values[2]) .. ':'
     .. values[2] .. 'e' .. int_text(#values[3]) .. ':' .. values[3] .. 'r'
-    .. int_text(#values[4]) .. ':' .. values[4] .. 's' .. int_text(#s) .. ':' .. s
+    .. int_text(#values[4]) .. ':' .. values[4]
+end
+
+local function store_combination_of(head, status)
+  return head .. 's' .. int_text(#status) .. ':' .. status
+end
+
+local function store_combination(values, status)
+  return store_combination_of(store_combination_head(values), status or values[5])
 end
 
 -- store_index(dl, id, values, score, origin): write dead letter `id` (its `values` and

@@ -23,7 +23,7 @@ end
 
 -- store_batch(dl): an empty batch of changes to the store `dl`.
 local function store_batch(dl)
-  local batch = {dl = dl, seen = {}}
+  local batch = {dl = dl, seen = {}, head = string.sub(dl, 1, -4)}
   store_batch_clear(batch)
   return batch
 end
@@ -38,8 +38,8 @@ local function store_push(lists, key, a, b)
   if b ~= nil then list[#list + 1] = b end
 end
 
-local function store_count(batch, values, delta, status)
-  local combination = store_combination(values, status)
+local function store_count(batch, values, delta)
+  local combination = store_combination(values)
   batch.counts[combination] = (batch.counts[combination] or 0) + delta
 end
 
@@ -96,8 +96,10 @@ local function store_batch_set_status(batch, id, key, values, score, status, now
   if from ~= status then
     store_push(batch.zrem, dl .. 'i:s:' .. from, id)
     store_push(batch.zadd, dl .. 'i:s:' .. status, score, id)
-    store_count(batch, values, -1)
-    store_count(batch, values, 1, status)
+    local head, counts = store_combination_head(values), batch.counts
+    local left, entered = store_combination_of(head, from), store_combination_of(head, status)
+    counts[left] = (counts[left] or 0) - 1
+    counts[entered] = (counts[entered] or 0) + 1
     values[5] = status
     batch.left['s' .. from] = true
     batch.entered[status] = true
@@ -120,29 +122,16 @@ local function store_flush(batch)
       redis.call('ZADD', key, unpack(pairs_, i, math.min(i + 999, #pairs_)))
     end
   end
-  -- The counts: read together, written together (a combination of no dead letter goes).
-  local names, deltas = {}, {}
+  -- The counts (a combination of no dead letter goes). One HINCRBY each costs less than
+  -- reading them all and writing them back: that way each count was printed by Lua.
+  local gone = {}
   for combination, delta in pairs(batch.counts) do
-    if delta ~= 0 then
-      names[#names + 1] = combination
-      deltas[#deltas + 1] = delta
+    if delta ~= 0 and redis.call('HINCRBY', dl .. 'c', combination, int_text(delta)) <= 0 then
+      gone[#gone + 1] = combination
     end
   end
-  for first = 1, #names, 1000 do
-    local last = math.min(first + 999, #names)
-    local held = redis.call('HMGET', dl .. 'c', unpack(names, first, last))
-    local set, gone = {}, {}
-    for i = first, last do
-      local count = (tonumber(held[i - first + 1]) or 0) + deltas[i]
-      if count > 0 then
-        set[#set + 1] = names[i]
-        set[#set + 1] = string.format('%d', count)
-      else
-        gone[#gone + 1] = names[i]
-      end
-    end
-    if #set > 0 then redis.call('HSET', dl .. 'c', unpack(set)) end
-    if #gone > 0 then redis.call('HDEL', dl .. 'c', unpack(gone)) end
+  for i = 1, #gone, 1000 do
+    redis.call('HDEL', dl .. 'c', unpack(gone, i, math.min(i + 999, #gone)))
   end
   for status in pairs(batch.entered) do redis.call('ZADD', dl .. 'v:s', 'NX', '0', status) end
   for coded in pairs(batch.left) do
@@ -172,14 +161,14 @@ local function store_flush(batch)
 end
 
 -- store_step(batch, dropped): count one more dead letter changed in `batch`; `dropped`, when
--- given, is its hash, deleted with its logs once it is out of the indexes (a purge). Every
--- STORE_STEP of them, write what the batch gathered. A caller's loop calls it once per dead
--- letter changed.
+-- given, is its id: its hash and logs are deleted once it is out of the indexes (a purge).
+-- Every STORE_STEP of them, write what the batch gathered. A caller's loop calls it once per
+-- dead letter changed.
 local function store_step(batch, dropped)
   if dropped then
     local unlink = batch.unlink
-    unlink[#unlink + 1] = dropped
-    unlink[#unlink + 1] = logs_key(dropped)
+    unlink[#unlink + 1] = job_side(batch.head, 'job', dropped)
+    unlink[#unlink + 1] = job_side(batch.head, 'logs', dropped)
   end
   batch.pending = batch.pending + 1
   if batch.pending >= STORE_STEP then store_flush(batch) end
