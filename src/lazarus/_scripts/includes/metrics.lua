@@ -24,10 +24,10 @@ local function metrics_fold(key, minute)
   if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
 end
 
--- metrics_count(q, kind, now): count one outcome of queue q: kind 'c' (completed) or 'f'
--- (failed for good), at `now` (ms).
+-- metrics_count(q, kind, now): count one outcome of queue q (queue_keys): kind 'c'
+-- (completed) or 'f' (failed for good), at `now` (ms).
 local function metrics_count(q, kind, now)
-  local key = string.sub(q.meta, 1, -5) .. 'metrics'
+  local key = q.head .. 'metrics'
   local minute = math.floor(now / 60000)
   if redis.call('HINCRBY', key, kind .. ':' .. int_text(minute), '1') == 1 then
     metrics_fold(key, minute)
