@@ -122,8 +122,8 @@ local function store_flush(batch)
       redis.call('ZADD', key, unpack(pairs_, i, math.min(i + 999, #pairs_)))
     end
   end
-  -- The counts (a combination of no dead letter goes). One HINCRBY each costs less than
-  -- reading them all and writing them back: that way each count was printed by Lua.
+  -- The counts (a combination of no dead letter goes). One HINCRBY per count costs Redis
+  -- less than reading them all and writing them back, which had Lua print each new value.
   local gone = {}
   for combination, delta in pairs(batch.counts) do
     if delta ~= 0 and redis.call('HINCRBY', dl .. 'c', combination, int_text(delta)) <= 0 then
