@@ -52,7 +52,7 @@ end
 -- A replay coming back to the dead letter that still waits for it (return_to_record).
 if f['replayOf'] and f['replayDlq'] == mv['target'] then
   local rec_id = f['replayOf']
-  local rec_key = string.sub(dlq.dl, 1, -4) .. 'job:' .. rec_id
+  local rec_key = store_head(dlq.dl) .. 'job:' .. rec_id
   local rec = redis.call('HMGET', rec_key, 'dlq:replayJob', 'dlq:status')
   -- In the processing index too: a whole-store purge detaches it before the hash goes.
   if rec[1] == mv['id'] and rec[2] == 'processing'

@@ -40,7 +40,7 @@ local DEFAULT_MAX_REPLAYS = 5
 -- queue's own hash tag, as a job id is appended to a prefix.
 local function replay_record(id, replay_of, replay_dlq, dlq, dlq_name)
   if not replay_of or replay_dlq ~= dlq_name then return nil end
-  local rec_key = string.sub(dlq.dl, 1, -4) .. 'job:' .. replay_of
+  local rec_key = store_head(dlq.dl) .. 'job:' .. replay_of
   local rec = redis.call('HMGET', rec_key, 'dlq:replayJob', 'dlq:status')
   if rec[1] ~= id or rec[2] ~= 'processing' then return nil end
   -- And in the store's processing index: a whole-store purge detaches the index first and
@@ -78,7 +78,7 @@ local function return_to_record(src, id, f, dlq, rec_key, rec_id, now, reason, s
   local values, _, origin = store_values(rec_key)
   store_add(dlq.dl, rec_id, values, now, origin)
   redis.call('ZADD', dlq.marker, '0', '0')
-  move_logs(job_side(src.head, 'logs', id), job_side(string.sub(dlq.dl, 1, -4), 'logs', rec_id))
+  move_logs(job_side(src.head, 'logs', id), job_side(store_head(dlq.dl), 'logs', rec_id))
   bury(src, id, now, f[4])
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',
@@ -147,7 +147,7 @@ local function dead_letter(src, id, dlq, dl_key, dl_id, now, reason, source_name
   store_add(dlq.dl, dl_id, {source_name, f[1] or '', f[6] or '', reason, 'pending'}, now, id)
   redis.call('ZADD', dlq.marker, '0', '0')
   dedup_release(src.job_prefix, id, true, f[17] or false)
-  move_logs(job_side(src.head, 'logs', id), job_side(string.sub(dlq.dl, 1, -4), 'logs', dl_id))
+  move_logs(job_side(src.head, 'logs', id), job_side(store_head(dlq.dl), 'logs', dl_id))
   bury(src, id, now, f[4])
   redis.call('DEL', key)
   emit(src.events, maxlen, 'failed', 'jobId', id, 'failedReason', f[5] or '',

@@ -20,6 +20,13 @@ local STORE_CODES = {'q', 'n', 'e', 'r', 's'}
 local STORE_FIELDS = {'dlq:sourceQueue', 'name', 'dlq:errorType', 'dlq:reason', 'dlq:status',
   'dlq:deadLetteredAt', 'dlq:originalJobId'}
 
+-- store_head(dl): what every key of the store's own queue begins with ('<prefix>:{<queue>}:',
+-- queue_keys's `head`): the store prefix `dl` less its 'dl:'. A dead letter's hash is
+-- store_head(dl) .. 'job:' .. its id.
+local function store_head(dl)
+  return string.sub(dl, 1, -4)
+end
+
 -- store_values(key): the indexed values of a dead letter hash ({q, n, e, r, s}), when it was
 -- dead-lettered, and its original job id; nil when the hash is not a dead letter.
 local function store_values(key)

@@ -23,7 +23,7 @@ end
 
 -- store_batch(dl): an empty batch of changes to the store `dl`.
 local function store_batch(dl)
-  local batch = {dl = dl, seen = {}, head = string.sub(dl, 1, -4)}
+  local batch = {dl = dl, seen = {}, head = store_head(dl)}
   store_batch_clear(batch)
   return batch
 end
