@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lazarus import Job, Worker
+from lazarus import DeadLetterView, Job, Worker
 
 from .harness import PREFIX, Scenario
 from .report import Findings
@@ -44,6 +44,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
+        self.killed_at: list[int] = []  # wall-clock ms of each kill
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LAZARUS_")}
@@ -58,6 +59,7 @@ class Server:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
         self.kills += 1
+        self.killed_at.append(int(time.time() * 1000))
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -124,18 +126,30 @@ def judge(
     findings.exec_dups = sum(len(runs) - 1 for runs in seen.values())
 
 
-async def _unfinished(client: httpx.AsyncClient, views: dict[str, Any]) -> list[str]:
-    """A line per workflow that did not complete: the state and last error of each job."""
+async def _describe(client: httpx.AsyncClient, dead_letters: DeadLetterView, job_id: str) -> str:
+    """A job's state and last error; for a dead-lettered one, its reason and each attempt
+    (outcome, worker, start and end in wall-clock ms), to tell how it ended."""
+    job = (await call(client, "GET", f"/ojs/v1/jobs/{job_id}")).json().get("job", {})
+    line = f"{job_id} {job.get('state')} attempt {job.get('attempt')} {job.get('error')}"
+    dead = await dead_letters.find_by_original_id(job_id)
+    if dead is not None and dead.dead_letter is not None:
+        meta = dead.dead_letter
+        line += f", dead-lettered ({meta.reason}): " + ", ".join(
+            f"{a.outcome} by {a.worker} {a.started_at}-{a.finished_at}" for a in meta.attempts
+        )
+    return line
+
+
+async def _unfinished(
+    client: httpx.AsyncClient, views: dict[str, Any], dead_letters: DeadLetterView
+) -> list[str]:
+    """A line per workflow that did not complete, with each of its jobs described."""
     lines = []
     for wf, view in views.items():
-        if view["state"] == "completed":
-            continue
-        jobs = []
-        for listed in view.get("steps", []) + view.get("jobs", []):
-            job = (await call(client, "GET", f"/ojs/v1/jobs/{listed['job_id']}")).json()
-            job = job.get("job", {})
-            jobs.append(f"{listed['job_id']} {job.get('state')} {job.get('error')}")
-        lines.append(f"workflow {wf} {view['state']}: " + "; ".join(jobs))
+        if view["state"] != "completed":
+            jobs = [await _describe(client, dead_letters, listed["job_id"])
+                    for listed in view.get("steps", []) + view.get("jobs", [])]  # fmt: skip
+            lines.append(f"workflow {wf} {view['state']}: " + "; ".join(jobs))
     return lines
 
 
@@ -195,18 +209,26 @@ async def test_workflows_ride_a_server_sigkill_storm(scenario: Scenario) -> None
         await local.close()
         views = {wf: (await call(client, "GET", f"/ojs/v1/workflows/{wf}")).json()["workflow"]
                  for wf in chains + batches}  # fmt: skip
-        unfinished = await _unfinished(client, views)
-    serve.stop()
 
-    # Then every workflow completed; each chain step ran after its parent with the parent's
-    # result, and each job (callbacks included) was enqueued once, under its workflow's id
-    findings = Findings(
-        "OJS workflows in a server SIGKILL storm", CHAINS * STEPS + BATCHES * (STEPS + 1),
-        f"{CHAINS} chains of {STEPS} and {BATCHES} batches of {STEPS} with a callback, worked "
-        f"remotely and in-process; {serve.kills} SIGKILLs of lazarus serve, 1 per 1.5 s",
-    )  # fmt: skip
-    judge(findings, views, chains, batches, seen)
-    findings.notes += unfinished
+        # Then every workflow completed; each chain step ran after its parent with the
+        # parent's result, and each job (callbacks included) was enqueued once, under its
+        # workflow's id
+        findings = Findings(
+            "OJS workflows in a server SIGKILL storm", CHAINS * STEPS + BATCHES * (STEPS + 1),
+            f"{CHAINS} chains of {STEPS} and {BATCHES} batches of {STEPS} with a callback, "
+            f"worked remotely and in-process; {serve.kills} SIGKILLs of lazarus serve, 1 per 1.5 s",
+        )  # fmt: skip
+        judge(findings, views, chains, batches, seen)
+        dead_letters = DeadLetterView(server.url, prefix=PREFIX)
+        findings.notes += await _unfinished(client, views, dead_letters)
+        never_run = (
+            findings.broken["callback never run"] + findings.broken["job listed but never run"]
+        )
+        findings.notes += [await _describe(client, dead_letters, job_id) for job_id in never_run]
+        await dead_letters.close()
+        if findings.violations():
+            findings.notes.append(f"killed at (ms): {serve.killed_at}")
+    serve.stop()
     local_runs = sum(1 for runs in seen.values() for _, parents in runs if parents == LOCAL)
     findings.notes.append(
         f"{len(seen)} jobs run, {local_runs} runs by the in-process Worker "
