@@ -50,7 +50,8 @@ the script may still be running. Per script:
   answers 0) is sent once.
 - ``update_progress`` sets the same value again (one more ``progress`` event);
   ``beat_worker`` renews the same registration again.
-- ``add_log`` (a second run would append the line twice) is sent once.
+- ``add_log`` (a second run would append the line twice) and ``claim_record`` (a second
+  run would find the record its first wrote, and answer that the id is taken) are sent once.
 - ``remove_job`` (a second run would report JOB_NOT_FOUND for the job it removed),
   ``promote_job`` (a second run would report JOB_STATE for the job it promoted),
   ``promote_jobs`` (a second run would promote the next batch and report only those),
@@ -364,4 +365,5 @@ NAMES = (
     "promote_jobs",
     "change_job",
     "cancel_job",
+    "claim_record",
 )

@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from .._codec import text as _text
 from ..job import Job
 from ..job_options import MAX_DURATION_MS
 from .backend import Backend, Loaded
@@ -144,7 +145,9 @@ async def enqueue_all(
         await _check_free(backend, subs, batch)
     records = backend.records
     fields = [_record(sub, now) for sub in subs]
-    taken = await records.create_all([(s.queue, s.id, f) for s, f in zip(subs, fields)])
+    taken = await records.create_all(
+        [(s.queue, s.id, f) for s, f in zip(subs, fields)], adding=True
+    )
     if taken and existing_ok:  # claimed by another enqueue of the same jobs: theirs to add
         subs = [sub for index, sub in enumerate(subs) if index not in taken]
         fields = [f for index, f in enumerate(fields) if index not in taken]
@@ -155,6 +158,7 @@ async def enqueue_all(
             await records.forget(subs[index].queue, subs[index].id)
         raise _duplicate(subs[taken[0]], taken[0] if batch else None)
     added = await _add_or_take_back(backend, subs, now, batch=batch, unique=not existing_ok)
+    await records.added([(sub.queue, sub.id) for sub in subs])
     # Each job as it was written (the engine's job as add_bulk answers it, the record as
     # written): its state at enqueue, even if a worker has claimed it since.
     loaded = [
@@ -247,13 +251,30 @@ async def _check_unique(backend: Backend, subs: list[Submission]) -> None:
 
 
 async def _taken(backend: Backend, subs: list[Submission]) -> list[int]:
-    """The positions of the jobs whose id OJS knows, or their queue holds, in one round trip."""
+    """The positions of the jobs whose id OJS knows, or their queue holds, in one round trip
+    (two when OJS knows an id its queue does not hold: an orphan record holds no id,
+    :meth:`Records.create_all`)."""
+    records = backend.records
     async with backend.client.pipeline(transaction=False) as pipe:
         for sub in subs:
-            pipe.hexists(backend.records.index, sub.id)
+            pipe.hexists(records.index, sub.id)
             pipe.exists(backend.keys(sub.queue).job(sub.id))
         found = await pipe.execute()
-    return [index for index in range(len(subs)) if found[2 * index] or found[2 * index + 1]]
+    taken = [index for index in range(len(subs)) if found[2 * index] or found[2 * index + 1]]
+    unheld = [index for index in taken if not found[2 * index + 1]]
+    if not unheld:
+        return taken
+    async with backend.client.pipeline(transaction=False) as pipe:
+        for index in unheld:
+            pipe.hmget(records.key(subs[index].queue, subs[index].id), ["adding", "state"])
+        marks = await pipe.execute()
+    now = backend.now()
+    orphans = {
+        index for index, (adding, state) in zip(unheld, marks, strict=True)
+        if records.orphan({k: _text(v) for k, v in (("adding", adding), ("state", state))
+                           if v is not None}, now)
+    }  # fmt: skip
+    return [index for index in taken if index not in orphans]
 
 
 async def _add(

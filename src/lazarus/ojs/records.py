@@ -16,15 +16,21 @@ Keys (``<base>`` is the queue's ``<prefix>:{<queue>}:``, so a record shares its 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
+from .. import _scripts
 from .._codec import text as _text
 from .._connection import Client
 from .._keys import QueueKeys
 
 MAX_EVENTS = 10_000
+ORPHAN_AFTER_MS = 10_000
+"""How old the ``adding`` mark of a record whose job the engine does not hold must be for the
+record to count as an orphan (the server died between writing it and adding the job): an
+enqueue takes milliseconds, so one still under way is never taken for one."""
 RECORD_KEEP_MS = 7 * 24 * 3600 * 1000
 """How long a record outlives its job (cancelled, dead-lettered, or removed by retention,
 ``clean`` or ``remove``): its OJS view stays readable that long, then it goes."""
@@ -65,17 +71,27 @@ class Records:
         ``False`` if the id is taken."""
         return not await self.create_all([(queue, job_id, fields)])
 
-    async def create_all(self, jobs: list[tuple[str, str, dict[str, Any]]]) -> list[int]:
-        """:meth:`create` for each ``(queue, id, fields)``, in four round trips whatever their
-        number; the positions of those whose id was taken (nothing is written for them)."""
+    async def create_all(
+        self, jobs: list[tuple[str, str, dict[str, Any]]], *, adding: bool = False
+    ) -> list[int]:
+        """:meth:`create` for each ``(queue, id, fields)``, in three round trips whatever their
+        number; the positions of those whose id was taken (nothing is written for them).
+
+        With ``adding`` (the jobs are about to be added to the engine), each record keeps an
+        ``adding`` mark until :meth:`added` clears it: should the add never happen (the
+        server died first), the record is an orphan, which a claim of the same id replaces
+        once :data:`ORPHAN_AFTER_MS` have passed (``claim_record.lua``)."""
         keys = [self.key(queue, job_id) for queue, job_id, _ in jobs]
         # The record first: an index entry with neither a job nor a record is one that
         # prune() deletes, so none may exist, even for a moment, while a job is being added.
-        # Taking its created_at field is what claims the id in this queue.
+        # Writing the record whole, in one call, is what claims the id in this queue.
+        claim, now = _scripts.load("claim_record"), now_ms()
+        claimed = await asyncio.gather(*(
+            claim(self.client, [key, self.keys(queue).job(job_id), self.keys(queue).gone(job_id)],
+                  [now, ORPHAN_AFTER_MS, "1" if adding else "", *_flat(fields)])
+            for key, (queue, job_id, fields) in zip(keys, jobs, strict=True)
+        ))  # fmt: skip
         async with self.client.pipeline(transaction=False) as pipe:
-            for key, (_, _, fields) in zip(keys, jobs, strict=True):
-                pipe.hsetnx(key, "created_at", _encode(fields)["created_at"])
-            claimed = await pipe.execute()
             for ok, (queue, job_id, _) in zip(claimed, jobs, strict=True):
                 if ok:
                     pipe.hsetnx(self.index, job_id, queue)
@@ -83,8 +99,10 @@ class Records:
         taken: list[int] = []
         won: list[int] = []
         lost: list[str] = []  # claimed in this queue, but the id is taken in another one
-        for position, ok in enumerate(claimed):
-            if ok and next(indexed):
+        for position, (ok, (queue, job_id, _)) in enumerate(zip(claimed, jobs, strict=True)):
+            # An entry of this queue is ours: the record, which we hold, claims the id in it
+            # (one an orphan or a forget cut short left).
+            if ok and (next(indexed) or await self.queue_of(job_id) == queue):
                 won.append(position)
             else:
                 taken.append(position)
@@ -97,10 +115,25 @@ class Records:
                 pipe.delete(key)
             for queue in dict.fromkeys(jobs[position][0] for position in won):
                 pipe.sadd(self.queues, queue)
-            for position in won:
-                pipe.hset(keys[position], mapping=_encode(jobs[position][2]))
             await pipe.execute()
         return taken
+
+    async def added(self, jobs: list[tuple[str, str]]) -> None:
+        """Clear the ``adding`` mark of each ``(queue, id)``'s record: its job is in the
+        engine (added, or seen there)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for queue, job_id in jobs:
+                pipe.hdel(self.key(queue, job_id), "adding")
+            await pipe.execute()
+
+    def orphan(self, record: dict[str, str], now: int) -> bool:
+        """Whether ``record``, whose job the engine does not hold, is an orphan
+        (``claim_record.lua``, which also looks for the job's tombstone)."""
+        adding = record.get("adding")
+        return (
+            adding is not None and "state" not in record
+            and now - int(adding) >= ORPHAN_AFTER_MS
+        )  # fmt: skip
 
     async def adopt(self, queue: str, job_id: str) -> None:
         """Index a job that came into ``queue`` without OJS (added by lazarus itself), so
@@ -209,6 +242,11 @@ class Records:
 def stored(fields: dict[str, Any]) -> dict[str, str]:
     """Record ``fields`` as a record holds them, and :meth:`Records.read` returns them."""
     return _encode(fields)
+
+
+def _flat(fields: dict[str, Any]) -> list[Any]:
+    """``fields`` encoded, as the field-value pairs of an ``HSET``."""
+    return [part for pair in _encode(fields).items() for part in pair]
 
 
 def _encode(fields: dict[str, Any]) -> dict[Any, Any]:

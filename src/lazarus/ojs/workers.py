@@ -105,6 +105,7 @@ async def _leased(
         )
     await backend.records.update(queue, job_id, {
         "token": token, "token_base": base, "worker_id": worker_id, "lease_ms": visibility,
+        "adding": None,  # claimed: its add happened
     })  # fmt: skip
     if refusal is not None:
         from .nack import fail_attempt  # nack builds on this module

@@ -101,8 +101,8 @@ async def load(backend: Backend, workflow_id: str) -> Workflow:
 
 
 async def states_of(backend: Backend, wf: Workflow) -> dict[str, Loaded]:
-    """Each enqueued job of the workflow (its callbacks too), by id: what the others are
-    is that they are not enqueued yet."""
+    """Each enqueued job of the workflow (its callbacks too), by id: the others are not
+    enqueued yet (or were never added: an orphan record, replaced when enqueued again)."""
     ids = wf.all_ids()
     async with backend.client.pipeline(transaction=False) as pipe:
         for job_id in ids:
@@ -116,7 +116,16 @@ async def states_of(backend: Backend, wf: Workflow) -> dict[str, Loaded]:
     for start in range(0, len(found), READS_AT_ONCE):
         chunk = found[start : start + READS_AT_ONCE]
         loaded += await asyncio.gather(*(backend.load_in(queues[i], i) for i in chunk))
-    return dict(zip(found, loaded, strict=True))
+    # A record still marked ``adding`` whose job the engine does not hold is a job not
+    # enqueued yet: its enqueue is under way, or never ended (the server died before the add:
+    # enqueued again, it replaces that orphan record). A job the engine holds proves its add.
+    held = [(one.queue, one.id) for one in loaded if one.job is not None and "adding" in one.record]
+    if held:
+        await backend.records.added(held)
+    return {
+        job_id: one for job_id, one in zip(found, loaded, strict=True)
+        if one.job is not None or "adding" not in one.record
+    }  # fmt: skip
 
 
 def result_of(loaded: Loaded) -> Any:

@@ -1,0 +1,155 @@
+"""An OJS job's record is written before its job is added to the engine: a server that dies
+in between leaves an orphan record. A workflow does not take that job for discarded; once
+the orphan is old enough, the upkeep enqueues the job again, and a PUSH may take its id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from lazarus.ojs import jobs, records
+from lazarus.ojs.workflows import advance
+
+from .test_layer import backend_of, state_of
+from .test_workflows import QUEUE, ack, create, fetch_all, ids_in_queue, job, workflow_of
+
+
+def die_before_adding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next enqueues stop after their records, as a server killed there would: the
+    add never happens, and nothing is taken back."""
+
+    async def died(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the server died")
+
+    async def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(jobs, "_add", died)
+    monkeypatch.setattr(jobs, "_take_back", nothing)
+
+
+async def test_a_step_whose_add_never_happened_is_enqueued_again_and_the_chain_completes(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, redis_url: str, prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Given a chain whose first step's ACK wrote the second step's record, and the server
+    # died before adding its job
+    workflow = await create(client, {"type": "chain", "steps": [job("wf.a", 1), job("wf.b")]})
+    first, second = (s["job_id"] for s in workflow["steps"])
+    assert [j["id"] for j in await fetch_all(client)] == [first]
+    with monkeypatch.context() as crash:
+        die_before_adding(crash)
+        await ack(client, first, {"total": 1})
+    assert await raw.hexists(f"{prefix}:ojs:index", second)
+    assert await ids_in_queue(redis_url, prefix) == {first}
+
+    # When the upkeep advances it while that record is young (an enqueue may be under way)
+    backend = backend_of(app)
+    await advance(backend, workflow["id"])
+
+    # Then the step is not taken for discarded: the chain goes on waiting, nothing added
+    assert (await workflow_of(client, workflow["id"]))["state"] == "active"
+    assert await ids_in_queue(redis_url, prefix) == {first}
+
+    # And once the record is an orphan, the upkeep enqueues the step, with its parent's result
+    monkeypatch.setattr(records, "ORPHAN_AFTER_MS", 0)
+    await advance(backend, workflow["id"])
+    assert await ids_in_queue(redis_url, prefix) == {first, second}
+    (step,) = await fetch_all(client)
+    assert (step["id"], step["parent_results"]) == (second, [{"total": 1}])
+    await ack(client, second)
+    assert (await workflow_of(client, workflow["id"]))["state"] == "completed"
+    assert "adding" not in await raw.hkeys(f"{prefix}:{{{QUEUE}}}:ojs:{second}")
+
+
+async def test_a_batch_callback_whose_add_never_happened_is_enqueued_again(
+    client: httpx.AsyncClient, app: FastAPI, redis_url: str, prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Given a batch whose last ACK wrote its callback's record, and the server died before
+    # adding the callback's job
+    callback = job("wf.done")
+    workflow = await create(client, {"type": "batch", "jobs": [job(), job()],
+                                     "callbacks": {"on_complete": callback}})  # fmt: skip
+    first, last = await fetch_all(client)
+    await ack(client, first["id"])
+    with monkeypatch.context() as crash:
+        die_before_adding(crash)
+        await ack(client, last["id"])
+    callback_id = workflow["callbacks"]["on_complete"]["job_id"]
+    assert callback_id not in await ids_in_queue(redis_url, prefix)
+
+    # When the upkeep advances it, once the callback's record is an orphan
+    monkeypatch.setattr(records, "ORPHAN_AFTER_MS", 0)
+    await advance(backend_of(app), workflow["id"])
+
+    # Then the callback is enqueued, once, and runs
+    (fetched,) = await fetch_all(client)
+    assert fetched["id"] == callback_id
+    await advance(backend_of(app), workflow["id"])
+    assert await fetch_all(client) == []
+    await ack(client, callback_id)
+    assert (await state_of(client, callback_id))["state"] == "completed"
+
+
+async def test_a_push_may_take_the_id_of_an_orphan_record_but_not_of_a_young_one(
+    client: httpx.AsyncClient, redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a PUSH whose server died between the record and the add
+    body = {"type": "mail.send", "args": ["ada"], "id": "01a22624-0000-7000-8000-000000000001",
+            "options": {"queue": QUEUE}}  # fmt: skip
+    with monkeypatch.context() as crash:
+        die_before_adding(crash)
+        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
+
+    # When the client sends it again at once, and then once the record is an orphan
+    young = await client.post("/ojs/v1/jobs", json=body)
+    monkeypatch.setattr(records, "ORPHAN_AFTER_MS", 0)
+    old = await client.post("/ojs/v1/jobs", json=body)
+
+    # Then the first is refused as a duplicate (an enqueue may be under way); the second goes
+    # in, and a worker gets the job
+    assert young.status_code == 409, young.text
+    assert old.status_code == 201, old.text
+    assert await ids_in_queue(redis_url, prefix) == {body["id"]}
+    (fetched,) = await fetch_all(client)
+    assert (fetched["id"], fetched["args"]) == (body["id"], ["ada"])
+
+
+@pytest.mark.parametrize("evidence", ["job", "tombstone", "state"])
+async def test_a_record_is_no_orphan_while_its_job_was_added_or_ended(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, prefix: str,
+    monkeypatch: pytest.MonkeyPatch, evidence: str,
+) -> None:  # fmt: skip
+    # Given a record still marked as awaiting its add, old enough to be an orphan, whose job
+    # the engine holds, or deleted soon after its add (its tombstone), or which ended
+    body = {"type": "mail.send", "args": ["ada"], "id": "01a22624-0000-7000-8000-000000000002",
+            "options": {"queue": QUEUE}}  # fmt: skip
+    assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 201
+    record = f"{prefix}:{{{QUEUE}}}:ojs:{body['id']}"
+    await raw.hset(record, "adding", "1")  # its add's mark, never cleared
+    monkeypatch.setattr(records, "ORPHAN_AFTER_MS", 0)
+    backend = backend_of(app)
+    if evidence != "job":
+        async with backend.client.pipeline(transaction=False) as pipe:
+            pipe.delete(backend.keys(QUEUE).job(body["id"]))
+            if evidence == "tombstone":
+                pipe.set(backend.keys(QUEUE).gone(body["id"]), "1", px=30_000)
+            else:
+                pipe.hset(record, "state", "completed")
+            await pipe.execute()
+    before = await raw.hgetall(record)
+
+    # When a PUSH of the same id comes, and a claim of its record is tried directly
+    again = await client.post("/ojs/v1/jobs", json={**body, "args": ["bob"]})
+    taken = await backend.records.create_all([(QUEUE, body["id"], {"created_at": 1})])
+
+    # Then both are refused, and the record is as it was
+    assert again.status_code == 409, again.text
+    assert again.json()["error"]["code"] == "duplicate"
+    assert taken == [0]
+    assert await raw.hgetall(record) == before
