@@ -38,8 +38,11 @@ def iso(ms: int | None) -> str | None:
 
 def ojs_state(engine_state: JobState, job: Job | None, record: dict[str, str]) -> str:
     """The OJS state of a job from its engine state and its OJS record."""
-    if record.get("state"):
-        return record["state"]  # a terminal state OJS recorded when the engine let go
+    if record.get("state") and engine_state == "unknown":
+        # The terminal state OJS recorded when the engine let go. A job the engine holds
+        # again (a retry, its record not reopened yet: or never, when the server died in
+        # between) is in the engine's state.
+        return record["state"]
     if engine_state in ("waiting", "prioritized", "paused"):
         return "available"
     if engine_state == "delayed":

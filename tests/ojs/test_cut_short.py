@@ -1,6 +1,9 @@
-"""An OJS job's record is written before its job is added to the engine: a server that dies
-in between leaves an orphan record. A workflow does not take that job for discarded; once
-the orphan is old enough, the upkeep enqueues the job again, and a PUSH may take its id."""
+"""An OJS job lives in its engine job and its OJS record, which separate calls write; a server
+killed between two of them must lose nothing. A record is written before its job is added:
+a server that dies in between leaves an orphan record, which a workflow does not take for
+discarded (once it is old enough, the upkeep enqueues the job again) and a PUSH may take the
+id of. A retried job is back in the engine before its record is reopened: cut short there,
+the job is what the engine says, and runs."""
 
 from __future__ import annotations
 
@@ -12,10 +15,11 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from lazarus.ojs import jobs, records
+from lazarus.ojs.backend import Backend
 from lazarus.ojs.workflows import advance
 
-from .test_layer import backend_of, state_of
-from .test_workflows import QUEUE, ack, create, fetch_all, ids_in_queue, job, workflow_of
+from .test_layer import RETRY_ONCE, backend_of, state_of
+from .test_workflows import QUEUE, ack, create, fail, fetch_all, ids_in_queue, job, workflow_of
 
 
 def die_before_adding(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,3 +157,31 @@ async def test_a_record_is_no_orphan_while_its_job_was_added_or_ended(
     assert again.json()["error"]["code"] == "duplicate"
     assert taken == [0]
     assert await raw.hgetall(record) == before
+
+
+async def test_a_retry_cut_short_before_its_record_is_reopened_runs_and_completes(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a dead letter of an OJS job, retried by a server that dies once the job is back
+    # in its queue, before its record is reopened (the record still says it was discarded)
+    pushed = await client.post("/ojs/v1/jobs", json=job(retry=RETRY_ONCE))
+    job_id = pushed.json()["job"]["id"]
+    await fetch_all(client)
+    await fail(client, job_id)
+
+    async def died(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the server died")
+
+    with monkeypatch.context() as crash:
+        crash.setattr(Backend, "reopen_record", died)
+        retried = await client.post(f"/ojs/v1/dead-letter/{job_id}/retry")
+    assert retried.status_code == 500
+
+    # When a worker fetches and acknowledges it
+    available = (await state_of(client, job_id))["state"]
+    fetched = [j["id"] for j in await fetch_all(client)]
+    acked = await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, "result": "ok"})
+
+    # Then the job was available, runs, and completes
+    assert (available, fetched, acked.status_code) == ("available", [job_id], 200)
+    assert (await state_of(client, job_id))["state"] == "completed"
