@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from lazarus.ojs import jobs, records
 from lazarus.ojs.backend import Backend
+from lazarus.ojs.sweeper import Sweeper
 from lazarus.ojs.workflows import advance
 
 from .test_layer import RETRY_ONCE, backend_of, state_of
@@ -122,6 +123,60 @@ async def test_a_push_may_take_the_id_of_an_orphan_record_but_not_of_a_young_one
     assert await ids_in_queue(redis_url, prefix) == {body["id"]}
     (fetched,) = await fetch_all(client)
     assert (fetched["id"], fetched["args"]) == (body["id"], ["ada"])
+
+
+async def test_the_upkeep_adds_the_job_of_an_orphan_push_as_it_was_sent(
+    client: httpx.AsyncClient, app: FastAPI, redis_url: str, prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Given a PUSH whose server died between the record and the add, never sent again
+    body = {"type": "mail.send", "args": ["ada", 2], "id": "01a22624-0000-7000-8000-000000000003",
+            "meta": {"tenant": "t1"}, "options": {"queue": QUEUE, "retry": RETRY_ONCE}}  # fmt: skip
+    with monkeypatch.context() as crash:
+        die_before_adding(crash)
+        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
+
+    # When the server's upkeep walks the records, while the record is young, then once it
+    # is an orphan
+    await Sweeper(backend_of(app)).tick()
+    young = await ids_in_queue(redis_url, prefix)
+    monkeypatch.setattr(records, "ORPHAN_AFTER_MS", 0)
+    await Sweeper(backend_of(app)).tick()
+
+    # Then the job is added the second time only, as it was sent, and a worker gets it
+    assert young == set()
+    assert await ids_in_queue(redis_url, prefix) == {body["id"]}
+    (fetched,) = await fetch_all(client)
+    assert (fetched["id"], fetched["args"], fetched["meta"]) == (
+        body["id"],
+        ["ada", 2],
+        {"tenant": "t1"},
+    )
+    assert fetched["max_attempts"] == 1
+
+
+async def test_a_push_sent_again_indexes_an_orphan_its_server_died_before_indexing(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, redis_url: str, prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Given a PUSH whose server died after writing the record, before indexing it
+    body = {"type": "mail.send", "args": ["ada"], "id": "01a22624-0000-7000-8000-000000000004",
+            "options": {"queue": QUEUE}}  # fmt: skip
+    with monkeypatch.context() as crash:
+        die_before_adding(crash)
+        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
+    await raw.hdel(f"{prefix}:ojs:index", body["id"])
+
+    # When the client sends it again at once (a 409: its record may be an enqueue under way),
+    # and the server's upkeep walks the records once the record is an orphan
+    again = await client.post("/ojs/v1/jobs", json=body)
+    monkeypatch.setattr(records, "ORPHAN_AFTER_MS", 0)
+    await Sweeper(backend_of(app)).tick()
+
+    # Then the walk found the record, indexed again by the PUSH, and added its job
+    assert again.status_code == 409, again.text
+    assert await ids_in_queue(redis_url, prefix) == {body["id"]}
+    assert (await state_of(client, body["id"]))["state"] == "available"
 
 
 @pytest.mark.parametrize("evidence", ["job", "tombstone", "state"])

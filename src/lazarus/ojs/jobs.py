@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,6 +18,8 @@ from .envelope import Submission, invalid, parse_submission
 from .errors import OjsError
 from .records import stored
 from .states import iso
+
+log = logging.getLogger("lazarus.ojs")
 
 MAX_BATCH = 1000
 """The most jobs one batch PUSH takes (the spec asks for at least 1,000): the batch is checked
@@ -171,6 +174,22 @@ async def enqueue_all(
         if one.state == "scheduled" and sub.delay_until_ms is not None:
             await backend.emit("job.scheduled", one, scheduled_at=iso(sub.delay_until_ms))
     return [one.view() for one in loaded]
+
+
+async def finish_orphans(backend: Backend, orphans: list[tuple[str, str]]) -> None:
+    """Add the job of each orphan record ``(queue, id)`` (its server died between writing it
+    and adding the job) as its PUSH sent it, under its id, with the checks of a PUSH; one
+    that is no orphan any more (added meanwhile) is left as it is. A job that cannot be added
+    (its unique key held by another, say) is logged, and its record expires with time."""
+    for queue, job_id in orphans:
+        record = await backend.records.read(queue, job_id)
+        if not record or "state" in record or not backend.records.orphan(record, backend.now()):
+            continue
+        try:
+            sub = parse_submission({**json.loads(record.get("env") or "{}"), "id": job_id})
+            await enqueue_all(backend, [sub])
+        except OjsError as exc:
+            log.warning("the job %s of an orphan record was not added: %s", job_id, exc.message)
 
 
 def _record(sub: Submission, now: int) -> dict[str, Any]:

@@ -91,18 +91,20 @@ class Records:
                   [now, ORPHAN_AFTER_MS, "1" if adding else "", *_flat(fields)])
             for key, (queue, job_id, fields) in zip(keys, jobs, strict=True)
         ))  # fmt: skip
+        # Each id indexed, a refused one too: the record that refused it may be one whose
+        # server died before indexing it, which the upkeep's walk must find.
         async with self.client.pipeline(transaction=False) as pipe:
-            for ok, (queue, job_id, _) in zip(claimed, jobs, strict=True):
-                if ok:
-                    pipe.hsetnx(self.index, job_id, queue)
-            indexed = iter(await pipe.execute())
+            for queue, job_id, _ in jobs:
+                pipe.hsetnx(self.index, job_id, queue)
+            indexed = await pipe.execute()
         taken: list[int] = []
         won: list[int] = []
         lost: list[str] = []  # claimed in this queue, but the id is taken in another one
-        for position, (ok, (queue, job_id, _)) in enumerate(zip(claimed, jobs, strict=True)):
+        rows = zip(claimed, indexed, jobs, strict=True)
+        for position, (ok, entry_made, (queue, job_id, _)) in enumerate(rows):
             # An entry of this queue is ours: the record, which we hold, claims the id in it
             # (one an orphan or a forget cut short left).
-            if ok and (next(indexed) or await self.queue_of(job_id) == queue):
+            if ok and (entry_made or await self.queue_of(job_id) == queue):
                 won.append(position)
             else:
                 taken.append(position)
@@ -165,11 +167,12 @@ class Records:
 
     async def prune(
         self, cursor: int, keep_ms: int = RECORD_KEEP_MS, dead_letters: QueueKeys | None = None
-    ) -> tuple[int, list[str]]:
+    ) -> tuple[int, list[str], list[tuple[str, str]]]:
         """One step of the upkeep of the records, over about :data:`PRUNE_BATCH` index entries
-        from ``cursor``: the cursor of the next step (0: the walk starts over), and the ids of
+        from ``cursor``: the cursor of the next step (0: the walk starts over), the ids of
         the jobs whose records it let go (now expiring) or found gone (the workflows they
-        belong to may be over: :mod:`.workflow_retention`). A
+        belong to may be over: :mod:`.workflow_retention`), and the ``(queue, id)`` of the
+        orphan records it found (their jobs never added: :func:`.jobs.finish_orphans`). A
         record whose job the engine no longer holds expires in ``keep_ms``; one whose job is
         back (a dead letter retried under its id) is kept again, and so is one whose job is a
         dead letter of ``dead_letters`` (the server's dead letter queue), as long as that dead
@@ -180,22 +183,32 @@ class Records:
         cursor, entries = int(reply[0]), reply[1]
         found = [(_text(job_id), _text(queue)) for job_id, queue in entries.items()]
         if not found:
-            return cursor, []
+            return cursor, [], []
         async with self.client.pipeline(transaction=False) as pipe:
             for job_id, queue in found:
                 pipe.exists(self.keys(queue).job(job_id))
                 pipe.pttl(self.key(queue, job_id))
+                pipe.hmget(self.key(queue, job_id), ["adding", "state"])
             if dead_letters is not None:
                 pipe.hmget(dead_letters.dl_origins, [job_id for job_id, _ in found])
             state = await pipe.execute()
-        jobs, ttls = state[0 : 2 * len(found) : 2], state[1 : 2 * len(found) : 2]
+        each = 3 * len(found)
+        jobs, ttls, marks = state[0:each:3], state[1:each:3], state[2:each:3]
         letters = state[-1] if dead_letters is not None else [None] * len(found)
         gone: list[str] = []
         let_go: list[str] = []
+        orphans: list[tuple[str, str]] = []
+        now = now_ms()
         async with self.client.pipeline(transaction=False) as pipe:
-            for (job_id, queue), job, ttl, letter in zip(found, jobs, ttls, letters, strict=True):
+            rows = zip(found, jobs, ttls, marks, letters, strict=True)
+            for (job_id, queue), job, ttl, (adding, ended), letter in rows:
                 held = job or letter is not None
-                if held and ttl >= 0:
+                mark = {} if adding is None else {"adding": _text(adding)}
+                if not held and ended is None and self.orphan(mark, now):
+                    orphans.append((queue, job_id))  # kept, to be added (or expire if not)
+                    if ttl == -1:
+                        pipe.pexpire(self.key(queue, job_id), keep_ms)
+                elif held and ttl >= 0:
                     pipe.persist(self.key(queue, job_id))
                 elif not held and ttl == -1:
                     pipe.pexpire(self.key(queue, job_id), keep_ms)
@@ -205,7 +218,7 @@ class Records:
             if gone:
                 pipe.hdel(self.index, *gone)
             await pipe.execute()
-        return cursor, let_go + gone
+        return cursor, let_go + gone, orphans
 
     async def add_error(self, queue: str, job_id: str, entry: dict[str, Any]) -> None:
         """Append ``entry`` to the job's error history."""

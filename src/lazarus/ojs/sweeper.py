@@ -3,7 +3,8 @@ queues that hold OJS jobs for expired leases (``sweep_stalled``: the job is avai
 after too many stalls it is dead-lettered), fails attempts that outran their
 ``timeout_ms``, gives the jobs of cron jobs that in-process workers started their OJS
 records (:class:`~lazarus.ojs.cron_jobs.CronWatch`), lets the OJS records of jobs the engine
-let go of expire (:meth:`~lazarus.ojs.records.Records.prune`, a bounded step per round), and
+let go of expire (:meth:`~lazarus.ojs.records.Records.prune`, a bounded step per round, which
+also finds the records of jobs a dying server never added, and adds them), and
 advances open workflows (:func:`~lazarus.ojs.workflows.repair_step`, a bounded step a
 second)."""
 
@@ -19,6 +20,7 @@ from .._codec import text as _text
 from .._scripts import CALL_BUDGET_US
 from .backend import Backend
 from .cron_jobs import CronWatch
+from .jobs import finish_orphans
 from .nack import expire
 from .workers import MAX_STALLED
 from .workflow_retention import retire_owners
@@ -133,9 +135,10 @@ class Sweeper:
         if self._records_cursor == 0 and loop.time() < self._records_walk_at:
             return
         backend = self.backend
-        self._records_cursor, let_go = await backend.records.prune(
+        self._records_cursor, let_go, orphans = await backend.records.prune(
             self._records_cursor, dead_letters=backend.keys(backend.dead_letter_queue)
         )
         await retire_owners(backend, let_go)  # the failed workflows over for good
+        await finish_orphans(backend, orphans)  # the jobs whose server died before adding them
         if self._records_cursor == 0:
             self._records_walk_at = loop.time() + self._records_pause
