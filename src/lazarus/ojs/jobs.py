@@ -10,13 +10,12 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from .._codec import text as _text
 from ..job import Job
 from ..job_options import MAX_DURATION_MS
 from .backend import Backend, Loaded
 from .envelope import Submission, invalid, parse_submission
 from .errors import OjsError
-from .records import stored
+from .records import orphan, stored
 from .states import iso
 
 log = logging.getLogger("lazarus.ojs")
@@ -183,8 +182,8 @@ async def finish_orphans(backend: Backend, orphans: list[tuple[str, str]]) -> No
     (its unique key held by another, say) is logged, and its record expires with time."""
     for queue, job_id in orphans:
         record = await backend.records.read(queue, job_id)
-        if not record or "state" in record or not backend.records.orphan(record, backend.now()):
-            continue
+        if not orphan(record.get("adding"), record.get("state"), backend.now()):
+            continue  # added meanwhile, or its record gone
         try:
             sub = parse_submission({**json.loads(record.get("env") or "{}"), "id": job_id})
             await enqueue_all(backend, [sub])
@@ -272,7 +271,7 @@ async def _check_unique(backend: Backend, subs: list[Submission]) -> None:
 async def _taken(backend: Backend, subs: list[Submission]) -> list[int]:
     """The positions of the jobs whose id OJS knows, or their queue holds, in one round trip
     (two when OJS knows an id its queue does not hold: an orphan record holds no id,
-    :meth:`Records.create_all`)."""
+    :func:`.records.orphan`)."""
     records = backend.records
     async with backend.client.pipeline(transaction=False) as pipe:
         for sub in subs:
@@ -289,10 +288,8 @@ async def _taken(backend: Backend, subs: list[Submission]) -> list[int]:
         marks = await pipe.execute()
     now = backend.now()
     orphans = {
-        index for index, (adding, state) in zip(unheld, marks, strict=True)
-        if records.orphan({k: _text(v) for k, v in (("adding", adding), ("state", state))
-                           if v is not None}, now)
-    }  # fmt: skip
+        i for i, (adding, state) in zip(unheld, marks, strict=True) if orphan(adding, state, now)
+    }
     return [index for index in taken if index not in orphans]
 
 

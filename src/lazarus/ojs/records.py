@@ -80,7 +80,7 @@ class Records:
         With ``adding`` (the jobs are about to be added to the engine), each record keeps an
         ``adding`` mark until :meth:`added` clears it: should the add never happen (the
         server died first), the record is an orphan, which a claim of the same id replaces
-        once :data:`ORPHAN_AFTER_MS` have passed (``claim_record.lua``)."""
+        once :data:`ORPHAN_AFTER_MS` have passed (:func:`orphan`)."""
         keys = [self.key(queue, job_id) for queue, job_id, _ in jobs]
         # The record first: an index entry with neither a job nor a record is one that
         # prune() deletes, so none may exist, even for a moment, while a job is being added.
@@ -128,15 +128,6 @@ class Records:
                 pipe.hdel(self.key(queue, job_id), "adding")
             await pipe.execute()
 
-    def orphan(self, record: dict[str, str], now: int) -> bool:
-        """Whether ``record``, whose job the engine does not hold, is an orphan
-        (``claim_record.lua``, which also looks for the job's tombstone)."""
-        adding = record.get("adding")
-        return (
-            adding is not None and "state" not in record
-            and now - int(adding) >= ORPHAN_AFTER_MS
-        )  # fmt: skip
-
     async def adopt(self, queue: str, job_id: str) -> None:
         """Index a job that came into ``queue`` without OJS (added by lazarus itself), so
         that a remote worker that fetched it can report on it, and the server sweeps its
@@ -172,7 +163,8 @@ class Records:
         from ``cursor``: the cursor of the next step (0: the walk starts over), the ids of
         the jobs whose records it let go (now expiring) or found gone (the workflows they
         belong to may be over: :mod:`.workflow_retention`), and the ``(queue, id)`` of the
-        orphan records it found (their jobs never added: :func:`.jobs.finish_orphans`). A
+        orphan records it found (:func:`orphan`: their jobs never added,
+        :func:`.jobs.finish_orphans`). A
         record whose job the engine no longer holds expires in ``keep_ms``; one whose job is
         back (a dead letter retried under its id) is kept again, and so is one whose job is a
         dead letter of ``dead_letters`` (the server's dead letter queue), as long as that dead
@@ -203,8 +195,7 @@ class Records:
             rows = zip(found, jobs, ttls, marks, letters, strict=True)
             for (job_id, queue), job, ttl, (adding, ended), letter in rows:
                 held = job or letter is not None
-                mark = {} if adding is None else {"adding": _text(adding)}
-                if not held and ended is None and self.orphan(mark, now):
+                if not held and orphan(adding, ended, now):
                     orphans.append((queue, job_id))  # kept, to be added (or expire if not)
                     if ttl == -1:
                         pipe.pexpire(self.key(queue, job_id), keep_ms)
@@ -255,6 +246,13 @@ class Records:
 def stored(fields: dict[str, Any]) -> dict[str, str]:
     """Record ``fields`` as a record holds them, and :meth:`Records.read` returns them."""
     return _encode(fields)
+
+
+def orphan(adding: object, state: object, now: int) -> bool:
+    """Whether a record whose job the engine does not hold, with these ``adding`` and
+    ``state`` fields (as read: ``None`` when absent), is an orphan at ``now``
+    (``claim_record.lua``, which also looks for the job's tombstone)."""
+    return adding is not None and state is None and now - int(_text(adding)) >= ORPHAN_AFTER_MS
 
 
 def _flat(fields: dict[str, Any]) -> list[Any]:
