@@ -89,6 +89,21 @@ def _stalled(job_id: str, snap: Snapshot) -> bool:
     return False
 
 
+def place(findings: Findings, job_id: str, snap: Snapshot) -> tuple[set[str], list[Job]]:
+    """Count ``job_id`` lost, duplicated, stuck or undrained from where ``snap`` finds it (for
+    scenarios whose jobs no worker of the pool runs); its states and dead letters."""
+    states, letters = snap.states(job_id), snap.dead.get(job_id, [])
+    if not states and not letters:
+        findings.lost.append(job_id)
+    elif len(letters) > 1 or (letters and states) or snap.entries[job_id] > 1:
+        findings.duplicated.append(job_id)
+    if "active" in states:
+        findings.stuck.append(job_id)
+    if states & {"wait", "delayed", "prioritized"}:
+        findings.undrained.append(job_id)
+    return states, letters
+
+
 def judge(
     findings: Findings, specs: list[JobSpec], snap: Snapshot, runs: RunLog,
     healthy: Callable[[str], bool] | None, label: str = "",

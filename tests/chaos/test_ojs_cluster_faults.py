@@ -15,7 +15,7 @@ from lazarus import _moves
 from lazarus._keys import QueueKeys
 from lazarus.ojs.backend import DEFAULT_DEAD_LETTER_QUEUE
 
-from .audit import Snapshot, snapshot
+from .audit import Snapshot, place, snapshot
 from .harness import PREFIX, Scenario
 from .report import Findings
 from .test_workflow_faults import Server, call
@@ -44,17 +44,10 @@ async def judge(findings: Findings, ids: dict[str, int], snap: Snapshot) -> None
     or one whose leases lapsed past the server's limit)."""
     wrong = []
     for job_id, i in ids.items():
-        states, letters = snap.states(job_id), snap.dead.get(job_id, [])
-        if not states and not letters:
-            findings.lost.append(job_id)
-        elif len(letters) > 1 or (letters and states) or snap.entries[job_id] > 1:
-            findings.duplicated.append(job_id)
-        elif letters and letters[0].dead_letter and letters[0].dead_letter.reason == "stalled":
+        states, letters = place(findings, job_id, snap)
+        meta = letters[0].dead_letter if len(letters) == 1 and not states else None
+        if meta is not None and meta.reason == "stalled":
             continue  # the server died under its leases too often: a dead letter either way
-        if "active" in states:
-            findings.stuck.append(job_id)
-        if states & {"wait", "delayed", "prioritized"}:
-            findings.undrained.append(job_id)
         if bool(letters) != (i % 2 == 1) or (not letters and states != {"completed"}):
             wrong.append(job_id)
     findings.broken["outcome other than the worker's report"] = wrong

@@ -20,7 +20,7 @@ import pytest
 from lazarus.ojs.backend import DEFAULT_DEAD_LETTER_QUEUE
 from lazarus.ojs.envelope import new_id
 
-from .audit import Snapshot, snapshot
+from .audit import Snapshot, place, snapshot
 from .harness import PREFIX, Scenario
 from .report import Findings
 from .test_workflow_faults import Server, call
@@ -35,15 +35,7 @@ RETRY_ONCE = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
 def judge(findings: Findings, ids: list[str], snap: Snapshot, states: dict[str, Any]) -> None:
     """Each job completed, in its queue once, with no dead letter left."""
     for job_id in ids:
-        held, letters = snap.states(job_id), snap.dead.get(job_id, [])
-        if not held and not letters:
-            findings.lost.append(job_id)
-        elif len(letters) > 1 or (letters and held) or snap.entries[job_id] > 1:
-            findings.duplicated.append(job_id)
-        if "active" in held:
-            findings.stuck.append(job_id)
-        if held & {"wait", "delayed", "prioritized"}:
-            findings.undrained.append(job_id)
+        place(findings, job_id, snap)
     findings.broken["job not completed"] = [
         f"{job_id}: {states[job_id]}" for job_id in ids if states[job_id] != "completed"
     ]

@@ -4,6 +4,7 @@ record)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -160,7 +161,6 @@ async def enqueue_all(
             await records.forget(subs[index].queue, subs[index].id)
         raise _duplicate(subs[taken[0]], taken[0] if batch else None)
     added = await _add_or_take_back(backend, subs, now, batch=batch, unique=not existing_ok)
-    await records.added([(sub.queue, sub.id) for sub in subs])
     # Each job as it was written (the engine's job as add_bulk answers it, the record as
     # written): its state at enqueue, even if a worker has claimed it since.
     loaded = [
@@ -168,7 +168,10 @@ async def enqueue_all(
         for sub, job, f in zip(subs, added, fields, strict=True)
     ]
     unique = [{} if s.unique_key is None else {"unique_key": s.unique_key} for s in subs]
-    await backend.emit_all("job.enqueued", loaded, each=unique)
+    await asyncio.gather(  # the marks cleared beside the events, not one round trip after
+        records.added([(sub.queue, sub.id) for sub in subs]),
+        backend.emit_all("job.enqueued", loaded, each=unique),
+    )
     for sub, one in zip(subs, loaded, strict=True):
         if one.state == "scheduled" and sub.delay_until_ms is not None:
             await backend.emit("job.scheduled", one, scheduled_at=iso(sub.delay_until_ms))
