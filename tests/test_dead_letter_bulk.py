@@ -583,7 +583,7 @@ class CountedQueue(Queue):
     budgets: set[int] = set()
 
     async def _replay_batch(self, matches: list[tuple[str, str]], *args: Any) -> int:
-        self.budgets = self.budgets | {args[-1]}  # each act's budget per script call, in µs
+        self.budgets = self.budgets | {args[2]}  # each act's budget per script call, in µs
         self.begun += 1
         self.running += 1
         self.most = max(self.most, self.running)

@@ -230,7 +230,7 @@ def replay_keys(d: QueueKeys, k: QueueKeys, pairs: list[tuple[str, str]]) -> lis
     return keys
 
 
-REPLAY_HEAD = [NOW, MAXLEN, "src", "dlq", "operator:ada", "", "", 2000]  # ..., budget_us
+REPLAY_HEAD = [NOW, MAXLEN, "src", "dlq", "operator:ada", "", "", 2000, ""]  # budget, since
 
 
 async def test_replay_creates_the_job_and_moves_the_dead_letter_to_processing(
@@ -315,6 +315,28 @@ async def test_replay_sent_again_reports_the_job_it_made_and_makes_no_other(
     assert await raw.lrange(k.wait, 0, -1) == ["n1"]
 
 
+async def test_a_dead_letter_replayed_since_the_given_moment_is_left_alone(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    # Given two pending dead letters: d1 replayed at NOW - 5 (its replay failed back, so it
+    # is pending again), d2 replayed at NOW - 15
+    await make_dead_letter(raw, d, "d1", **{"dlq:lastReplayedAt": NOW - 5})
+    await make_dead_letter(raw, d, "d2", **{"dlq:lastReplayedAt": NOW - 15})
+    since = [*REPLAY_HEAD[:-1], NOW - 10]
+
+    # When both are replayed, leaving alone what was replayed from NOW - 10 on
+    pairs = [("d1", "n1"), ("d2", "n2")]
+    args = [*since, "d1", "n1", "", "", "", "", "d2", "n2", "", "", "", ""]
+    result = await call(raw, "replay_dead_letters", replay_keys(d, k, pairs), args)
+
+    # Then d1 is untouched (JOB_STATE), and d2, replayed before, goes again
+    assert result == [-6, "waiting"]
+    assert await raw.hget(d.job("d1"), "dlq:status") in (None, "pending")
+    assert await raw.zrange(d.dl_index("s", "pending"), 0, -1) == ["d1"]
+    assert await raw.lrange(k.wait, 0, -1) == ["n2"]
+    assert not await raw.exists(k.job("n1"))
+
+
 async def test_replay_codes_for_missing_plain_and_taken_entries(
     raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
 ) -> None:
@@ -373,7 +395,7 @@ async def test_purge_and_replay_stop_when_their_time_budget_runs_out(
     purged = await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta,
                         *(d.job(i) for i in ids[:5])], [MAXLEN, "", 1, *ids[:5]])  # fmt: skip
     pairs = [(dl_id, f"n{dl_id}") for dl_id in ids[5:]]
-    head = [*REPLAY_HEAD[:-1], 1]
+    head = [*REPLAY_HEAD[:-2], 1, ""]
     replayed = await call(raw, "replay_dead_letters", replay_keys(d, k, pairs),
                           [*head, *(v for p in pairs for v in (*p, "", "", "", ""))])  # fmt: skip
 

@@ -32,7 +32,9 @@
   ARGV[6]  note             '' for none
   ARGV[7]  rule             the redrive rule that replays, '' for none
   ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua)
-  ARGV[9..] per pair six values: dead_letter_id, new_id, opts, priority, attempts, data;
+  ARGV[9]  since            ms: leave alone a dead letter replayed at or after it ('' for
+                            none; a bulk replay's start, includes/replay_mark.lua)
+  ARGV[10..] per pair six values: dead_letter_id, new_id, opts, priority, attempts, data;
            opts, priority, attempts and data are '' to keep the original ones (a new data
            replaces the dead letter's payload too; the timeline keeps the old one)
 
@@ -40,8 +42,8 @@
            the caller sends the rest again): the state the new job entered, or -1
            JOB_NOT_FOUND (gone already), -4 NOT_A_DEAD_LETTER (left untouched), -5 JOB_EXISTS
            (a job holds the new job's id already: both left untouched), -6 JOB_STATE
-           (not replayable: processing, resolved or archived, or a worker on the dead letter
-           queue holds it; untouched).
+           (not replayable: processing, resolved or archived, replayed since ARGV[9], or a
+           worker on the dead letter queue holds it; untouched).
   Events:  dead letter queue: statusChanged (jobId, from, to, actor, note), replayed (jobId,
            newJobId, queue); target queue: waiting | delayed (jobId); the new job's hash
            records replayOf and replayDlq
@@ -60,6 +62,7 @@ local dl = KEYS[1]
 local now = tonumber(ARGV[1])
 local maxlen = ARGV[2]
 local actor, note, rule = ARGV[5], ARGV[6], ARGV[7]
+local since = tonumber(ARGV[9])
 local REPLAYABLE = {pending = true, manual = true, failed = true}
 
 local function state_of(id)
@@ -94,7 +97,7 @@ end
 
 -- args_at(i): where the six ARGV values of the pair at KEYS[i] begin.
 local function args_at(i)
-  return 9 + (i - 14) / 2 * 6
+  return 10 + (i - 14) / 2 * 6
 end
 
 local results = {}
@@ -124,7 +127,7 @@ for i = 14, #KEYS, 2 do
     result = state_of(new_id)
   elseif not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif not score then
+  elseif not score or replayed_since(f, since) then
     result = -6
   elseif redis.call('EXISTS', new_key) == 1 then
     result = -5  -- the new job's id is another job's (an id the caller chose): left alone

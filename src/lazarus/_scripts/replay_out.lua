@@ -21,7 +21,8 @@
   ARGV[6]  note             '' for none
   ARGV[7]  rule             the redrive rule that replays, '' for none
   ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua)
-  ARGV[9..] per dead letter six values: dead_letter_id, new_id, opts, priority, attempts,
+  ARGV[9]  since            as replay_dead_letters
+  ARGV[10..] per dead letter six values: dead_letter_id, new_id, opts, priority, attempts,
            data, as replay_dead_letters
 
   Returns: one entry per dead letter handled, in order (fewer than given when the budget
@@ -41,6 +42,7 @@ local dl = KEYS[1]
 local now = tonumber(ARGV[1])
 local maxlen = ARGV[2]
 local actor, note, rule = ARGV[5], ARGV[6], ARGV[7]
+local since = tonumber(ARGV[9])
 local REPLAYABLE = {pending = true, manual = true, failed = true}
 
 local batch = store_batch(dl)
@@ -73,7 +75,7 @@ local results = {}
 local replayed = 0
 budget_start(ARGV[8])
 for i = 5, #KEYS do
-  local a = 9 + (i - 5) * 6
+  local a = 10 + (i - 5) * 6
   local dl_key, dl_id, new_id = KEYS[i], ARGV[a], ARGV[a + 1]
   local f = replay_read(dl_key)
   local status = f[9] or 'pending'
@@ -83,7 +85,7 @@ for i = 5, #KEYS do
     result = 'moving'
   elseif not f[1] then
     result = (redis.call('EXISTS', dl_key) == 1) and -4 or -1
-  elseif not score then
+  elseif not score or replayed_since(f, since) then
     result = -6
   else
     result = replay_one(dl_key, dl_id, new_id, f, score, a)

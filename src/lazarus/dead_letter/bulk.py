@@ -20,7 +20,7 @@ from .._checks import positive_or_none
 from .._connection import now_ms
 from .._scripts import CALL_BUDGET_US
 from . import search, store
-from .filters import DeadLetterFilter
+from .filters import DeadLetterFilter, TimeBound, to_ms
 
 if TYPE_CHECKING:
     from .._connection import Client
@@ -79,14 +79,25 @@ async def throttle(started: float, done: int, rate: float | None) -> None:
             await asyncio.sleep(wait)
 
 
-def snapshot(flt: DeadLetterFilter) -> DeadLetterFilter | None:
-    """``flt`` bounded to the dead letters that have arrived by now; ``None`` when none can
-    match (the filter starts in the future)."""
+def check_as_of(as_of: TimeBound) -> int:
+    """The moment (ms) a bulk operation's snapshot is taken: ``as_of`` (ms since the epoch, or
+    a timezone-aware datetime) when given, at most now; else now. Raises naming ``as_of``."""
     now = now_ms()
+    moment = to_ms(as_of, "as_of")
+    if moment is None:
+        return now
+    if moment < 0:
+        raise ValueError(f"as_of must be a moment since the epoch, got {moment}")
+    return min(moment, now)
+
+
+def snapshot(flt: DeadLetterFilter, as_of: int) -> DeadLetterFilter | None:
+    """``flt`` bounded to the dead letters that had arrived at ``as_of`` (ms); ``None`` when
+    none can match (the filter starts later)."""
     until = flt.until_ms
-    if flt.since_ms is not None and flt.since_ms > now:
+    if flt.since_ms is not None and flt.since_ms > as_of:
         return None
-    return dataclasses.replace(flt, until=now if until is None else min(until, now))
+    return dataclasses.replace(flt, until=as_of if until is None else min(until, as_of))
 
 
 async def count_matches(client: Client, keys: QueueKeys, flt: DeadLetterFilter) -> int:
@@ -109,17 +120,19 @@ async def run(
     batch_size: int,
     on_progress: Progress | None,
     rate: float | None,
+    as_of: int,
     sources: bool = True,
 ) -> int:
-    """Act on every dead letter that matches ``flt``, batch by batch; returns how many were
-    handled. Without ``sources``, the source queue of each match is not read (``''``).
+    """Act on every dead letter that matches ``flt`` and had arrived at ``as_of`` (ms),
+    batch by batch; returns how many were handled. Without ``sources``, the source queue of
+    each match is not read (``''``).
 
     Without a ``rate``, a batch is acted on while the act on the one before it is still on
     its way: the client readies one batch's calls while Redis runs the other's (on another
     connection), so the two overlap. Each call of an act keeps to :data:`ACT_BUDGET_US`, so
     two of them reaching Redis back to back hold it no longer than one lone call. With a
     ``rate``, one act at a time keeps the pace exact, with a lone call's budget."""
-    bounded = snapshot(flt)
+    bounded = snapshot(flt, as_of)
     if bounded is None:
         return 0
     started = asyncio.get_running_loop().time()

@@ -70,15 +70,17 @@ async def purge(
     *,
     on_progress: bulk.Progress | None,
     rate: float | None,
+    as_of: int | None = None,
 ) -> int | None:
     """Purge the whole store when ``flt`` covers it (see the module): how many dead letters
     were purged, or ``None`` when the store holds one ``flt`` does not cover (nothing
-    changed; purge one by one)."""
+    changed; purge one by one). Dead letters arrived after ``as_of`` (ms; by default now)
+    stay."""
     if not covers_store(flt):
         return None
     statuses = LIVE_STATUSES if flt.status is None else (str(flt.status),)
     now = now_ms()
-    until = now * 1000 + 999  # a store score: every arrival by now
+    until = (now if as_of is None else as_of) * 1000 + 999  # a store score: arrivals by then
     token = f"{now}-{secrets.token_hex(4)}"
     reply = await _scripts.load("detach_dead_letters")(
         client,

@@ -13,7 +13,7 @@ from .._connection import reports_unavailable
 from .._keys import QueueKeys, validate_job_id, validate_queue_name
 from ..errors import JobNotFoundError, NotADeadLetterError, error_for_code
 from . import bulk, detach, replay
-from .filters import LIVE_STATUSES, DeadLetterFilter, check_filter
+from .filters import LIVE_STATUSES, DeadLetterFilter, TimeBound, check_filter
 
 if TYPE_CHECKING:
     from .._connection import Client
@@ -96,6 +96,7 @@ class DeadLetterMovesMixin:
         actor: str = replay.DEFAULT_ACTOR,
         note: str | None = None,
         rule: str | None = None,
+        as_of: TimeBound = None,
     ) -> int:
         """Replay every replayable dead letter (``pending``, ``manual`` or ``failed``) that
         matches ``filter`` into its source queue; returns how many were replayed (with
@@ -104,15 +105,24 @@ class DeadLetterMovesMixin:
 
         A cursor walk over the matches that had arrived when the call began, oldest first
         within each status, ``batch_size`` per script call: none is skipped or replayed twice,
-        whatever runs beside it. ``on_progress(done)`` is called after each batch (it may be
-        async); ``rate`` caps the dead letters replayed per second.
+        whatever runs beside it, and a dead letter replayed since the call began (by anyone)
+        is left alone, even when its replay failed back into a replayable status.
+        ``on_progress(done)`` is called after each batch (it may be async); ``rate`` caps the
+        dead letters replayed per second.
+
+        ``as_of`` (ms since the epoch, or a datetime) is the moment the call counts as its
+        beginning, by default now. A run that stopped half-way (its process killed) is
+        resumed by calling again with its ``as_of``: what it replayed is not replayed again,
+        and it returns how many this call replayed.
         """
         by = replay.check_replayer(actor, note, rule)
+        began = bulk.check_as_of(as_of)
         registered: set[str] = set()  # target queues registered by this run already
         return await self._bulk(
-            filter, lambda matches, budget: self._replay_batch(matches, registered, by, budget),
+            filter,
+            lambda matches, budget: self._replay_batch(matches, registered, by, budget, began),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
-            statuses=REPLAYABLE,
+            statuses=REPLAYABLE, as_of=began,
         )  # fmt: skip
 
     async def _bulk(
@@ -124,6 +134,7 @@ class DeadLetterMovesMixin:
         on_progress: bulk.Progress | None,
         rate: float | None,
         dry_run: bool,
+        as_of: int,
         statuses: tuple[str, ...] | None = None,
         sources: bool = True,
     ) -> int:
@@ -148,7 +159,8 @@ class DeadLetterMovesMixin:
         for part in parts:
             done += await bulk.run(
                 self._client, self.keys, part, act,
-                batch_size=batch, on_progress=progress, rate=limit, sources=sources,
+                batch_size=batch, on_progress=progress, rate=limit, as_of=as_of,
+                sources=sources,
             )  # fmt: skip
         return done
 
@@ -158,6 +170,7 @@ class DeadLetterMovesMixin:
         registered: set[str] | None,
         by: replay.Replayer | None,
         budget_us: int,
+        since: int | None = None,
     ) -> int:
         by_source: dict[str, list[tuple[str, replay.Override]]] = {}
         for dl_id, source in matches:
@@ -168,7 +181,7 @@ class DeadLetterMovesMixin:
             await replay.replay(
                 self._client, self.keys, self.max_events, source, items,
                 register=registered is None or source not in registered, by=by,
-                budget_us=budget_us,
+                budget_us=budget_us, since=since,
             )
             for source, items in by_source.items()
         ]  # fmt: skip
@@ -195,9 +208,12 @@ class DeadLetterMovesMixin:
         on_progress: bulk.Progress | None = None,
         rate: float | None = None,
         dry_run: bool = False,
+        as_of: TimeBound = None,
     ) -> int:
-        """Delete every dead letter that matches ``filter``, batch by batch, as
-        :meth:`replay_all_dead_letters` walks; returns the count.
+        """Delete every dead letter that matches ``filter`` and had arrived at ``as_of`` (by
+        default, when the call began), batch by batch, as :meth:`replay_all_dead_letters`
+        walks; returns the count. Calling again with the ``as_of`` of a purge that stopped
+        half-way finishes it.
 
         A purge of the whole store (no filter but a status, and every dead letter in the
         purge's statuses) empties its indexes at once and then deletes the dead letters in
@@ -206,19 +222,21 @@ class DeadLetterMovesMixin:
         flt, limit = check_filter(filter), bulk.check_rate(rate)
         bulk.check_batch(batch_size)
         bulk.check_progress(on_progress)
+        began = bulk.check_as_of(as_of)
         if not dry_run:
             await detach.drop_leftovers(
                 self._client, self.keys, self.max_events, older_than_ms=detach.LEFTOVER_AGE_MS
             )
             whole = await detach.purge(
-                self._client, self.keys, self.max_events, flt, on_progress=on_progress, rate=limit
-            )
+                self._client, self.keys, self.max_events, flt, on_progress=on_progress,
+                rate=limit, as_of=began,
+            )  # fmt: skip
             if whole is not None:
                 return whole
         return await self._bulk(
             filter, lambda matches, budget: self._purge_batch(matches, _scope(filter), budget),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
-            sources=False,
+            as_of=began, sources=False,
         )  # fmt: skip
 
     async def _purge_batch(

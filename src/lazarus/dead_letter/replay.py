@@ -71,12 +71,15 @@ async def replay(
     new_ids: list[str] | None = None,
     by: Replayer | None = None,
     budget_us: int = CALL_BUDGET_US,
+    since: int | None = None,
 ) -> list[tuple[str, str | int]]:
     """Replay ``(dead letter id, override)`` items into queue ``target``: for each, the new
     job's id and the state it entered, or an error code. ``register=False`` when the caller
     registered ``target`` already (a bulk run, once per target); ``by`` says who replays.
     ``new_ids`` names the new jobs (one per item; by default fresh ids), e.g. to give a job
-    its original id back. ``budget_us`` bounds each script call (many items take several)."""
+    its original id back. ``budget_us`` bounds each script call (many items take several).
+    ``since`` (ms): a dead letter replayed at or after it is left alone (``JOB_STATE``), as
+    a bulk replay leaves what was replayed since it began."""
     target_keys = QueueKeys(keys.prefix, target)
     # Registered first: the registry is another key (another slot on a cluster), and a write
     # after the script could fail after the replay happened. Adding a name twice is harmless.
@@ -87,7 +90,7 @@ async def replay(
     elif len(new_ids) != len(items):
         raise ValueError(f"new_ids must have one id per item ({len(items)}), got {len(new_ids)}")
     head: list[Any] = [now_ms(), max_events, target, keys.queue, *(by or Replayer()).args(),
-                       budget_us]  # fmt: skip
+                       budget_us, "" if since is None else since]  # fmt: skip
     crosses = _moves.crosses(client, keys, target_keys)  # another cluster slot: two steps
 
     async def call(part: Sequence[tuple[tuple[str, Override], str]]) -> list[Any]:

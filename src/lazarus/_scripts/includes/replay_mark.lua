@@ -2,11 +2,19 @@
 -- The fields of a dead letter the replay scripts read (replay_read), in this order.
 local REPLAY_FIELDS = {'dlq:sourceQueue', 'name', 'data', 'dlq:originalOpts', 'dlq:priority',
   'dlq:delay', 'dlq:atm', 'dlq:replayCount', 'dlq:status', 'dlq:replayJob', 'dlq:errorType',
-  'dlq:reason', 'dlq:timeline'}
+  'dlq:reason', 'dlq:timeline', 'dlq:lastReplayedAt'}
 
 -- replay_read(dl_key): the REPLAY_FIELDS of dead letter hash dl_key.
 local function replay_read(dl_key)
   return redis.call('HMGET', dl_key, unpack(REPLAY_FIELDS))
+end
+
+-- replayed_since(f, since): whether the dead letter whose replay_read fields are `f` was
+-- replayed at or after `since` (ms; nil: never true). A bulk replay passes the moment it
+-- began: what it, or a run of it stopped half-way, or anyone else replayed since then is
+-- left alone, even back in a replayable status (its replay failed meanwhile).
+local function replayed_since(f, since)
+  return since ~= nil and (tonumber(f[14]) or 0) >= since
 end
 
 -- replay_mark(batch, dl_key, dl_id, new_id, f, score, a, now, actor, note, rule): mark dead
