@@ -152,11 +152,22 @@ async def test_progress_page_reloads_itself_while_the_operation_runs(
     assert "1 of 3 done so far, at most 0.2 per second" in running
     assert '<progress value="1" max="3">' in running
 
-    # When the server stops, Then the page says the operation stopped, and stops reloading
+    # When the server stops, Then the page says another server will go on with it, and
+    # goes on reloading
     await app.state.bulk.close()
+    interrupted = (await client.get(f"/dashboard/operations/{operation_id}")).text
+    assert "Its server stopped: the next server to look goes on with it." in interrupted
+    assert REFRESH in interrupted
+
+    # When the operator cancels it from the page, Then it says so, and stops reloading
+    page = f"/dashboard/operations/{operation_id}"
+    cancelled = await client.post(f"{page}/cancel", data={"csrf": await csrf_of(client, page)})
+    assert cancelled.status_code == 303
+    assert cancelled.headers["location"] == page
     stopped = await finished_page(client, operation_id)
-    assert "the server stopped before the operation finished" in stopped
+    assert "cancelled (replayed 1 dead letter before that)" in stopped
     assert REFRESH not in stopped
+    assert await dlq.get_dead_letter_count() == 2
 
 
 async def test_bulk_post_with_a_bad_filter_or_rate_changes_nothing(

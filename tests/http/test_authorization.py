@@ -34,6 +34,7 @@ REQUIRED: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/dead-letters/original/{id}"): V,
     ("POST", "/api/dead-letters/bulk"): OP,
     ("GET", "/api/dead-letters/bulk/{operation_id}"): V,
+    ("DELETE", "/api/dead-letters/bulk/{operation_id}"): OP,
     **{
         (method, f"/api/dlq{tail}"): role
         for method, tail, role in [

@@ -15,7 +15,8 @@ from fastapi import FastAPI
 
 from lazarus import DeadLetterFilter, Queue
 from lazarus.http import create_app
-from lazarus.http.operations import STOPPED, BulkOperations, describe_filter, operation_key
+from lazarus.http.operation_records import describe_filter, operation_key
+from lazarus.http.operations import BulkOperations
 
 from ..conftest import wait_until
 from .conftest import AUTH, DLQ, TOKEN
@@ -196,9 +197,10 @@ async def test_another_server_process_reads_the_operation_from_redis(
     assert await raw.ttl(operation_key(prefix, started["id"])) > 0
 
 
-async def test_a_rate_throttles_the_operation_and_stopping_the_server_marks_it_failed(
-    app: FastAPI, client: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue
-) -> None:
+async def test_a_rate_throttles_the_operation_and_a_stopped_server_hands_it_over(
+    app: FastAPI, client: httpx.AsyncClient, second_app: FastAPI, seeded: dict[str, str],
+    dlq: Queue, queue: Queue, other: Queue, raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
     # Given a replay of everything at one dead letter every twenty seconds (slow enough that
     # a loaded machine cannot see a second one before the server stops)
     started = (await client.post(BULK, json={"action": "replay", "dlq": DLQ, "all": True,
@@ -215,13 +217,26 @@ async def test_a_rate_throttles_the_operation_and_stopping_the_server_marks_it_f
     await wait_until(one_done, message="the first replay")
     assert (record["status"], record["done"], record["matched"]) == ("running", 1, 4)
 
-    # When the server shuts down, Then the operation stops and its record says why
+    # When the server shuts down, Then the operation stops, waiting for a server to resume it
     await app.state.bulk.close()
     stopped = (await client.get(started["url"])).json()
-    assert (stopped["status"], stopped["error"], stopped["done"]) == ("failed", STOPPED, 1)
-    assert stopped["finishedAt"] is not None
+    assert (stopped["status"], stopped["done"], stopped["finishedAt"]) == ("interrupted", 1, None)
     assert await dlq.get_dead_letter_count() == 3
     assert app.state.bulk.running == []
+
+    # When a second server looks (at its start, and every few seconds); at full speed, as the
+    # rest would take a minute at the operation's rate
+    second: BulkOperations = second_app.state.bulk
+    await raw.hset(operation_key(prefix, started["id"]), "rate", "")
+    assert await second.look_after() == [started["id"]]
+
+    # Then it goes on from where it was, and replays the other three, none twice
+    ended = await finished(client, started["url"])
+    assert (ended["status"], ended["done"], ended["resumes"]) == ("done", 4, 1)
+    assert ended["server"] != started["server"]
+    assert await dlq.get_dead_letter_count() == 0
+    waiting = [j.original_data["label"] for q in (queue, other) for j in await q.get_waiting()]
+    assert sorted(waiting) == ["a", "b", "c", "d"]
 
 
 def test_the_record_describes_a_filter_with_times_in_ms() -> None:

@@ -108,13 +108,13 @@ async def test_openapi_document_lists_every_route(client: httpx.AsyncClient) -> 
         assert set(paths[f"{base}/stats"]) == {"get"}
         assert set(paths[f"{base}/count"]) == {"get"}
     assert set(paths["/api/dead-letters/bulk"]) == {"post"}
+    assert set(paths["/api/dead-letters/bulk/{operation_id}"]) == {"get", "delete"}
     assert set(paths["/api/queues/{name}/jobs/{id}"]) == {"get", "patch"}
     assert set(paths["/api/queues/{name}/drain"]) == {"post"}
     for path in ("/api/queues", "/api/queues/{name}",
                  "/api/queues/{name}/pause", "/api/queues/{name}/resume", "/health",
                  "/metrics", "/api/dead-letters", "/api/dead-letters/queues",
-                 "/api/dead-letters/original/{id}",
-                 "/api/dead-letters/bulk/{operation_id}"):  # fmt: skip
+                 "/api/dead-letters/original/{id}"):  # fmt: skip
         assert set(paths[path]) <= {"get", "post"}, path
 
 

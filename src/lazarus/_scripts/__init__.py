@@ -66,6 +66,9 @@ the script may still be running. Per script:
   ``drop_detached_dead_letters`` (a second run would delete the next batch and report only
   those) are sent once: what a lost reply leaves detached is dropped by the next purge or
   pruning (:mod:`lazarus.dead_letter.detach`).
+- ``update_operation`` sets the same fields again, and is safe to run twice;
+  ``claim_operation`` is sent once (a second run would find the lease its first run took, and
+  answer that another server holds it: the operation is then resumed once that lease runs out).
 """
 
 from __future__ import annotations
@@ -316,7 +319,7 @@ REPEATABLE = frozenset({
     "sweep_stalled", "extend_locks", "pause_queue", "scan_dead_letters", "update_progress",
     "postpone_job", "add_repeatable", "repeat_job", "settle_dead_letters", "acquire_lease",
     "claim_dead_letters", "release_dead_letter_claims", "dead_letter_out", "dead_letter_in",
-    "replay_in", "settle_moved", "job_state", "beat_worker",
+    "replay_in", "settle_moved", "job_state", "beat_worker", "update_operation",
 })  # fmt: skip
 """The scripts that a call may send twice (see the module's docstring)."""
 
@@ -366,4 +369,6 @@ NAMES = (
     "change_job",
     "cancel_job",
     "claim_record",
+    "claim_operation",
+    "update_operation",
 )

@@ -95,6 +95,9 @@ def allowed(host: str, extra: tuple[str, ...]) -> list[str]:
               type=click.FloatRange(0.1, 300),
               help="Seconds a client may take to send its request headers.")  # fmt: skip
 @click.option("--docs", is_flag=True, help="Serve the interactive API docs at /docs.")
+@click.option("--bulk-lease", default=30.0, show_default=True, type=click.FloatRange(1, 3600),
+              help="Seconds after which a bulk operation whose server stopped is resumed by "
+                   "another.")  # fmt: skip
 @click.option("--dead-letter-queue", default="ojs-dead-letter", show_default=True,
               help="Dead letter queue of jobs enqueued over Open Job Spec (OJS).")  # fmt: skip
 @click.option(
@@ -122,6 +125,7 @@ def serve(
     max_connections: int,
     header_timeout: float,
     docs: bool,
+    bulk_lease: float,
     dead_letter_queue: str,
     ojs_test_hooks: bool,
     record_url: str | None,
@@ -160,6 +164,7 @@ def serve(
             max_body_bytes=max_body_bytes, docs=docs, dead_letter_queue=dead_letter_queue,
             ojs_test_hooks=ojs_test_hooks, record=record_url,
             drainers=outbox_drainers(redis_url, prefix, record_url, hooks, link_base),
+            bulk_lease=bulk_lease,
         )  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise click.BadParameter(str(exc)) from None

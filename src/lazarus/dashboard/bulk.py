@@ -6,13 +6,16 @@ reloads itself (``<meta http-equiv="refresh">``: no script) until the operation 
 
 from __future__ import annotations
 
+import contextlib
+
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from .._connection import now_ms
 from ..dead_letter import DeadLetterFilter
 from ..errors import LazarusError
-from ..http.operations import BulkOperations
+from ..http.operations import BulkOperations, OperationEnded
 from ..queue import Queue
 from .actions import back_to_list, form_fields
 from .filters import MAX_FIELD, FilterForm, Where
@@ -117,9 +120,21 @@ async def progress(request: Request, operation_id: str) -> Response:
         Where.from_query(request.query_params),
     )
     action = operation.action
+    status = operation.shown_status(now_ms())
     context = {
-        "operation": operation, "verb": BULK_ACTIONS[action], "past": PAST[action],
-        "doing": DOING[action], "form": form, "where": where.first(), "name": operation.queue,
-        "refresh": REFRESH_SECONDS if operation.status == "running" else 0,
+        "operation": operation, "status": status, "verb": BULK_ACTIONS[action],
+        "past": PAST[action], "doing": DOING[action], "form": form, "where": where.first(),
+        "name": operation.queue,
+        "refresh": REFRESH_SECONDS if status in ("running", "interrupted") else 0,
     }  # fmt: skip
     return render(request, "bulk_progress.html", context)
+
+
+@router.post("/operations/{operation_id}/cancel")
+async def cancel(request: Request, operation_id: str) -> Response:
+    """Cancel a bulk operation wherever it runs; then show where it stopped."""
+    with contextlib.suppress(OperationEnded):  # it ended meanwhile: its page says how
+        await operations(request).cancel(operation_id)
+    back = request.url.query
+    target = f"/dashboard/operations/{operation_id}" + (f"?{back}" if back else "")
+    return RedirectResponse(target, status_code=303)

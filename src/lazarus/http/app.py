@@ -53,6 +53,7 @@ def create_app(
     ojs_test_hooks: bool = False,
     record: str | None = None,
     drainers: Sequence[Any] = (),
+    bulk_lease: float = 30.0,
 ) -> FastAPI:
     """Build the app.
 
@@ -75,7 +76,10 @@ def create_app(
 
     The app's state holds its :class:`~lazarus.operators.Operators` (``app.state.ops``) and
     the bulk operations it runs in the background (``app.state.bulk``); both are closed when
-    the app shuts down (its lifespan), which stops running bulk operations.
+    the app shuts down (its lifespan), which hands its running bulk operations over to the
+    next server to look (:mod:`.operations`). A server holds each bulk operation under a
+    lease of ``bulk_lease`` seconds, renewed six times a lease: a server killed while it ran
+    one is taken over that much later.
 
     The Open Job Spec binding is served at ``/ojs`` (:mod:`lazarus.ojs`); its jobs that end
     in a dead letter go to ``dead_letter_queue`` (default ``ojs-dead-letter``), and
@@ -97,7 +101,7 @@ def create_app(
         raise ValueError(f"session_ttl: must be 60 s to 30 days, not {session_ttl}")
     drainers = _drainers(drainers)
     ops = Operators(connection=connection, prefix=prefix)
-    bulk = BulkOperations(ops)
+    bulk = BulkOperations(ops, lease=bulk_lease)
     recorded = _open_record(record, ops)
     ojs_upkeep = None
 
@@ -112,11 +116,12 @@ def create_app(
             await recorded.check()  # refuse to start on a record behind this lazarus
         stop = asyncio.Event()
         background = [asyncio.create_task(drain(stop)) for drain in drainers]
+        await bulk.open()  # resumes the bulk operations whose server stopped
         async with ojs_upkeep:
             yield
         stop.set()
         await asyncio.gather(*background, return_exceptions=True)
-        await bulk.close()  # first: a stopped operation records that it stopped
+        await bulk.close()  # first: it gives up its operations' leases, for another server
         if recorded is not None:
             await recorded.close()
         await ops.close()

@@ -1,7 +1,8 @@
 """Bulk replay and purge as background operations: ``POST /api/dead-letters/bulk`` answers
 ``202 Accepted`` at once with the operation's record and its URL, and the work goes on in the
-server (:mod:`lazarus.http.operations`); ``GET /api/dead-letters/bulk/{id}`` reports how far
-it got, from any server process of the prefix."""
+server (:mod:`lazarus.http.operations`), or in another one if that one stops;
+``GET /api/dead-letters/bulk/{id}`` reports how far it got, from any server process of the
+prefix, and ``DELETE`` cancels it."""
 
 from __future__ import annotations
 
@@ -10,10 +11,20 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._connection import now_ms
 from ..dead_letter import DeadLetterFilter
 from ..dead_letter.bulk import BULK_BATCH
-from ._deps import AUTH_ERRORS, ERRORS, NOT_FOUND, ApiError, checked_name, require_token
-from .operations import BulkOperation, BulkOperations
+from ._deps import (
+    AUTH_ERRORS,
+    CONFLICT,
+    ERRORS,
+    NOT_FOUND,
+    ApiError,
+    checked_name,
+    require_token,
+)
+from .operation_records import BulkOperation, Status
+from .operations import BulkOperations, OperationEnded
 from .params import FilterBody, FilterParams, to_filter
 from .schemas import iso
 
@@ -43,10 +54,12 @@ class BulkOperationRequest(BaseModel):
 
 
 class BulkOperationOut(BaseModel):
-    """A bulk operation: ``status`` is ``running``, ``done`` or ``failed`` (with ``error``).
-    ``matched`` is how many matched when it began (``null`` when that needs a scan: text
-    filters; for a dry run, the count it made); ``done`` how many were replayed or purged so
-    far. Times are ISO 8601 (UTC)."""
+    """A bulk operation: ``status`` is ``running`` (``server`` runs it), ``interrupted``
+    (its server stopped; the next server to look, within seconds, resumes it), ``done``,
+    ``failed`` (with ``error``) or ``cancelled``. ``matched`` is how many matched when it
+    began (``null`` when that needs a scan: text filters; for a dry run, the count it made);
+    ``done`` how many were replayed or purged so far; ``resumes`` how many times a server
+    took it over from one that had stopped. Times are ISO 8601 (UTC)."""
 
     id: str
     url: str
@@ -56,13 +69,15 @@ class BulkOperationOut(BaseModel):
     dryRun: bool
     rate: float | None
     batchSize: int
-    status: Literal["running", "done", "failed"]
+    status: Status
     matched: int | None
     done: int
     startedAt: str
     updatedAt: str
     finishedAt: str | None
     error: str | None
+    server: str
+    resumes: int
 
 
 def get_operations(request: Request) -> BulkOperations:
@@ -86,13 +101,15 @@ def operation_out(request: Request, operation: BulkOperation) -> BulkOperationOu
         dryRun=operation.dry_run,
         rate=operation.rate,
         batchSize=operation.batch_size,
-        status=operation.status,
+        status=operation.shown_status(now_ms()),
         matched=operation.matched,
         done=operation.done,
         startedAt=iso(operation.started_at) or "",
         updatedAt=iso(operation.updated_at) or "",
         finishedAt=iso(operation.finished_at),
         error=operation.error,
+        server=operation.server,
+        resumes=operation.resumes,
     )
 
 
@@ -127,6 +144,26 @@ async def get_bulk_operation(
 ) -> BulkOperationOut:
     """Where the operation stands; 404 when there is none or its record expired."""
     operation = await operations.get(operation_id)
+    if operation is None:
+        raise ApiError(404, "not_found", f"no bulk operation {operation_id!r}")
+    return operation_out(request, operation)
+
+
+@router.delete(
+    "/{operation_id}",
+    summary="Cancel a bulk operation",
+    dependencies=[Depends(require_token)],
+    responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT},
+)
+async def cancel_bulk_operation(
+    request: Request, operations: Operations, operation_id: OperationId
+) -> BulkOperationOut:
+    """Cancel a running (or interrupted) operation, wherever it runs: what it did stays done,
+    and its server stops within a batch or two. 409 when it has ended already."""
+    try:
+        operation = await operations.cancel(operation_id)
+    except OperationEnded as exc:
+        raise ApiError(409, "operation_ended", str(exc)) from None
     if operation is None:
         raise ApiError(404, "not_found", f"no bulk operation {operation_id!r}")
     return operation_out(request, operation)

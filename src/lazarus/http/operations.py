@@ -1,117 +1,79 @@
-"""Bulk replays and purges that run in the background of a server process, and their records.
+"""Bulk replays and purges that run in the background of server processes, resumed by
+another server when theirs stops.
 
 :class:`BulkOperations` (one per app, built by the app factory: no globals) starts each
 operation as an asyncio task of the process that was asked, calling the library's
-``replay_all_dead_letters`` / ``purge_dead_letters`` with ``on_progress``, and keeps the
-tasks so that shutting the app down stops them. What each operation is and how far it got
-lives in Redis, in a hash under :func:`operation_key` that expires :data:`RECORD_TTL` seconds
-after its last update, so that every server process of the prefix can report on it.
+``replay_all_dead_letters`` / ``purge_dead_letters`` with ``on_progress`` and, as ``as_of``,
+the moment it began. Its record (:mod:`.operation_records`) says how far it got.
+
+A server holds each operation it runs under a lease of :data:`LEASE` seconds, renewed six
+times a lease. One that stops leaves its operations running and unheld: killed, its leases
+run out; shut down (SIGTERM), it gives them up at once. Every server looks for such
+operations when it starts and at each renewal round, claims one (``claim_operation.lua``)
+and goes on with it from its snapshot: the library leaves alone what was replayed since the
+operation began, so nothing is replayed twice, and a purge never deletes what arrived after.
+A cancel ends an operation wherever it runs: its server learns it at its next write, as does
+a server whose lease ran out and was claimed by another (``update_operation.lua``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import logging
 import os
 import re
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, cast
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from .. import _scripts
 from .._codec import text as _text
 from .._connection import now_ms
 from ..dead_letter import DeadLetterFilter
 from ..dead_letter.bulk import check_rate
 from ..operators import Operators
 from ..queue import Queue
+from .operation_records import (
+    RECORD_TTL,
+    Action,
+    BulkOperation,
+    describe_filter,
+    filter_of,
+    operation_key,
+    running_key,
+)
 
 log = logging.getLogger("lazarus.http")
 
-Action = Literal["replay", "purge"]
-Status = Literal["running", "done", "failed"]
-RECORD_TTL = 24 * 3600
-STOPPED = "the server stopped before the operation finished"
+LEASE = 30.0  # seconds a server holds an operation without renewing its lease
+RENEWALS = 6  # lease renewal rounds per lease; each also looks for operations to resume
 _ID = re.compile(r"[0-9a-f]{32}")
 
 
-def operation_key(prefix: str, operation_id: str) -> str:
-    """The key of a bulk operation's record: ``<prefix>:bulkops:<id>``. It belongs to the
-    server, not to a queue, so it carries no hash tag."""
-    return f"{prefix}:bulkops:{operation_id}"
+class OperationEnded(Exception):
+    """The operation is not running (done, failed or cancelled): it cannot be cancelled."""
 
 
-def describe_filter(flt: DeadLetterFilter) -> dict[str, Any]:
-    """The fields of ``flt`` that are set, times in ms: what the record shows."""
-    described: dict[str, Any] = {}
-    for field in dataclasses.fields(flt):
-        value = getattr(flt, field.name)
-        if value is not None:
-            described[field.name] = str(value) if field.name == "status" else value
-    if flt.since is not None:
-        described["since"] = flt.since_ms
-    if flt.until is not None:
-        described["until"] = flt.until_ms
-    return described
-
-
-@dataclasses.dataclass(frozen=True)
-class BulkOperation:
-    """One bulk operation: what was asked, where it stands, and how far it got. ``matched``
-    is how many matched when it began (``None`` when counting needs a scan); ``done`` how
-    many were replayed or purged so far (0 for a dry run, whose count is ``matched``).
-    Times are ms since the epoch."""
-
-    id: str
-    action: Action
-    queue: str
-    filter: dict[str, Any]
-    dry_run: bool
-    rate: float | None
-    batch_size: int
-    status: Status
-    matched: int | None
-    done: int
-    started_at: int
-    updated_at: int
-    finished_at: int | None
-    error: str | None
-    server: str
-
-    def to_fields(self) -> dict[str, str]:
-        """The record's hash fields."""
-        values = dataclasses.asdict(self)
-        values["filter"] = json.dumps(self.filter, sort_keys=True)
-        values["dry_run"] = "1" if self.dry_run else ""
-        return {k: "" if v is None else str(v) for k, v in values.items()}
-
-    @classmethod
-    def from_fields(cls, fields: Mapping[str, str]) -> BulkOperation:
-        def number(name: str) -> int | None:
-            return int(fields[name]) if fields.get(name) else None
-
-        return cls(
-            id=fields["id"], action=cast(Action, fields["action"]), queue=fields["queue"],
-            filter=json.loads(fields.get("filter") or "{}"), dry_run=bool(fields.get("dry_run")),
-            rate=float(fields["rate"]) if fields.get("rate") else None,
-            batch_size=int(fields["batch_size"]), status=cast(Status, fields["status"]),
-            matched=number("matched"), done=int(fields.get("done") or 0),
-            started_at=int(fields["started_at"]), updated_at=int(fields["updated_at"]),
-            finished_at=number("finished_at"), error=fields.get("error") or None,
-            server=fields.get("server", ""),
-        )  # fmt: skip
+class _Lost(Exception):
+    """The operation is no longer this server's to write: cancelled, or claimed by another
+    server after this one's lease ran out."""
 
 
 class BulkOperations:
     """The bulk operations this process runs, and the records of every process's."""
 
-    def __init__(self, ops: Operators, *, ttl: int = RECORD_TTL) -> None:
+    def __init__(self, ops: Operators, *, ttl: int = RECORD_TTL, lease: float = LEASE) -> None:
+        if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not 1 <= lease <= 3600:
+            raise ValueError(f"bulk_lease must be 1 to 3600 seconds, got {lease!r}")
         self._ops = ops
         self._ttl = ttl
+        self._lease_ms = int(lease * 1000)
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._server = f"{socket.gethostname()}:{os.getpid()}"
+        self._lost: set[str] = set()  # operations whose task stops without a write
+        # Unique per app, not only per process: two apps of one process are two servers.
+        self._server = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._keeper: asyncio.Task[None] | None = None
 
     async def start(
         self,
@@ -140,11 +102,19 @@ class BulkOperations:
             dry_run=dry_run, rate=None if rate is None else float(rate), batch_size=batch_size,
             status="running", matched=None, done=0, started_at=now, updated_at=now,
             finished_at=None, error=None, server=self._server,
+            lease_until=now + self._lease_ms,
         )  # fmt: skip
-        await self._write(operation)
-        task = asyncio.create_task(self._run(operation, queue, flt))
-        self._tasks[operation.id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(operation.id, None))
+        # Listed first: a server that dies before the record is written leaves an id that the
+        # next look finds without a record, and forgets; the other way round, a record no one
+        # would ever resume.
+        await self._ops.client.zadd(running_key(self._ops.prefix), {operation.id: now})
+        key = operation_key(self._ops.prefix, operation.id)
+        async with self._ops.client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping=operation.to_fields())  # type: ignore[arg-type]
+            pipe.expire(key, self._ttl)
+            await pipe.execute()
+        self._launch(operation, queue, flt)
+        await self.open()
         return operation
 
     async def get(self, operation_id: str) -> BulkOperation | None:
@@ -156,61 +126,163 @@ class BulkOperations:
         fields = {_text(k): _text(v) for k, v in raw.items()}
         return BulkOperation.from_fields(fields) if fields else None
 
+    async def cancel(self, operation_id: str) -> BulkOperation | None:
+        """Cancel operation ``operation_id`` wherever it runs (what it did stays done); its
+        record after, or ``None`` when there is none. Raises :class:`OperationEnded` when it
+        is not running. Its server stops at its next write (a batch or two later)."""
+        if await self.get(operation_id) is None:
+            return None
+        now = now_ms()
+        if not await self._write(operation_id, "", status="cancelled", finished_at=now,
+                                 updated_at=now, error="cancelled"):  # fmt: skip
+            raise OperationEnded(f"bulk operation {operation_id} is not running")
+        task = self._tasks.get(operation_id)
+        if task is not None:
+            self._lost.add(operation_id)
+            task.cancel()
+        await self._forget(operation_id)
+        return await self.get(operation_id)
+
     @property
     def running(self) -> list[str]:
         """The ids of the operations this process is running."""
         return list(self._tasks)
 
+    async def open(self) -> None:
+        """Look after operations from now on: renew this server's leases, and resume those
+        that no server holds (now, and at each renewal round). Called when the app starts,
+        and by :meth:`start`; idempotent."""
+        if self._keeper is None:
+            self._keeper = asyncio.create_task(self._keep())
+
     async def close(self) -> None:
-        """Stop this process's operations; their records say so."""
-        tasks = list(self._tasks.values())
+        """Stop this process's operations, and give their leases up: the next server to look
+        resumes them (this one, started again, among them)."""
+        keeper, self._keeper = self._keeper, None
+        held = [i for i in self._tasks if i not in self._lost]
+        tasks = [t for t in (keeper, *self._tasks.values()) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for operation_id in held:
+            try:
+                await self._write(operation_id, self._server, lease_until=0)
+            except Exception:  # Redis is gone too: the lease runs out by itself
+                log.exception("could not give up bulk operation %s", operation_id)
 
-    async def _write(self, operation: BulkOperation) -> None:
-        key = operation_key(self._ops.prefix, operation.id)
-        fields: dict[Any, Any] = operation.to_fields()
-        async with self._ops.client.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping=fields)
-            pipe.expire(key, self._ttl)
-            await pipe.execute()
+    async def look_after(self) -> list[str]:
+        """One round: renew the leases of this server's operations, then claim and resume
+        those that no server holds; returns the ids of those resumed."""
+        now = now_ms()
+        for operation_id, task in list(self._tasks.items()):
+            if not await self._write(operation_id, self._server,
+                                     lease_until=now + self._lease_ms):  # fmt: skip
+                self._lost.add(operation_id)  # cancelled, or another server has it
+                task.cancel()
+        return await self._resume(now)
 
-    async def _update(self, operation: BulkOperation, **changes: Any) -> BulkOperation:
-        changed = dataclasses.replace(operation, **changes, updated_at=now_ms())
-        await self._write(changed)
-        return changed
+    # -- internals ----------------------------------------------------------------------------
+
+    async def _keep(self) -> None:
+        while True:
+            try:
+                await self.look_after()
+            except Exception:  # Redis away: the next round tries again
+                log.exception("could not look after the bulk operations")
+            await asyncio.sleep(self._lease_ms / 1000 / RENEWALS)
+
+    async def _resume(self, now: int) -> list[str]:
+        client, prefix = self._ops.client, self._ops.prefix
+        resumed = []
+        for operation_id in (_text(i) for i in await client.zrange(running_key(prefix), 0, 99)):
+            if operation_id in self._tasks:
+                continue
+            key = operation_key(prefix, operation_id)
+            status, lease_until = await client.hmget(key, "status", "lease_until")
+            if status is None or _text(status) != "running":
+                await self._forget(operation_id)  # ended, or its record expired
+                continue
+            if int(_text(lease_until) or 0) > now:
+                continue  # its server holds it
+            reply = await _scripts.load("claim_operation")(
+                client, [key], [now, self._lease_ms, self._server, self._ttl]
+            )
+            if not reply:
+                continue  # another server was first
+            fields = {_text(reply[i]): _text(reply[i + 1]) for i in range(0, len(reply), 2)}
+            operation = BulkOperation.from_fields(fields)
+            log.warning(
+                "resuming bulk %s %s of %r, begun at %d, %d done so far", operation.action,
+                operation.id, operation.queue, operation.started_at, operation.done,
+            )  # fmt: skip
+            try:
+                flt = filter_of(operation.filter)
+            except (TypeError, ValueError) as exc:
+                await self._finish_failed(operation, f"its filter no longer holds: {exc}")
+                continue
+            self._launch(operation, self._ops.queue(operation.queue), flt)
+            resumed.append(operation_id)
+        return resumed
+
+    def _launch(self, operation: BulkOperation, queue: Queue, flt: DeadLetterFilter) -> None:
+        task = asyncio.create_task(self._run(operation, queue, flt))
+        self._tasks[operation.id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(operation.id, None))
+
+    async def _write(self, operation_id: str, server: str, **fields: Any) -> bool:
+        """Set ``fields`` of a running operation's record, if ``server`` holds it ('' for
+        any); whether it did."""
+        pairs = [part for name, value in fields.items() for part in (name, str(value))]
+        written = await _scripts.load("update_operation")(
+            self._ops.client, [operation_key(self._ops.prefix, operation_id)],
+            [server, self._ttl, *pairs],
+        )  # fmt: skip
+        return bool(written)
+
+    async def _update(self, operation_id: str, **fields: Any) -> None:
+        """Write this server's progress or end of an operation; raises :class:`_Lost` when it
+        is not this server's any more."""
+        if not await self._write(operation_id, self._server, updated_at=now_ms(), **fields):
+            raise _Lost(operation_id)
+
+    async def _forget(self, operation_id: str) -> None:
+        await self._ops.client.zrem(running_key(self._ops.prefix), operation_id)
 
     async def _run(self, operation: BulkOperation, queue: Queue, flt: DeadLetterFilter) -> None:
-        current = operation
+        before = operation.done  # by the servers that ran it before (a resume)
         try:
-            if not operation.dry_run:
+            if not operation.dry_run and not operation.resumes:
                 # The exact count when the store has one; a text filter would need a scan.
                 matched = (await queue.search_dead_letters(flt, limit=1)).total
-                current = await self._update(current, matched=matched)
+                if matched is not None:
+                    await self._update(operation.id, matched=matched)
 
             async def progress(done: int) -> None:
-                nonlocal current
-                current = await self._update(current, done=done)
+                await self._update(operation.id, done=before + done)
 
             call: Callable[..., Awaitable[int]] = queue.replay_all_dead_letters
             if operation.action == "purge":
                 call = queue.purge_dead_letters
             done = await call(
                 flt, batch_size=operation.batch_size, on_progress=progress,
-                rate=operation.rate, dry_run=operation.dry_run,
+                rate=operation.rate, dry_run=operation.dry_run, as_of=operation.started_at,
             )  # fmt: skip
-            final = {"matched": done, "done": 0} if operation.dry_run else {"done": done}
-            await self._update(current, status="done", finished_at=now_ms(), **final)
-        except asyncio.CancelledError:
-            await self._finish_failed(current, STOPPED)
-            raise
+            final = {"matched": done, "done": 0} if operation.dry_run else {"done": before + done}
+            await self._update(operation.id, status="done", finished_at=now_ms(), **final)
+            await self._forget(operation.id)
+        except _Lost:
+            log.info("bulk operation %s was cancelled, or another server holds it", operation.id)
         except Exception as exc:
             log.exception("bulk %s %s of %r failed", operation.action, operation.id, queue.name)
-            await self._finish_failed(current, f"{type(exc).__name__}: {exc}")
+            await self._finish_failed(operation, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._lost.discard(operation.id)
 
     async def _finish_failed(self, operation: BulkOperation, error: str) -> None:
         try:
-            await self._update(operation, status="failed", error=error, finished_at=now_ms())
-        except Exception:  # Redis is gone too: the record stays "running" until it expires
+            await self._update(operation.id, status="failed", error=error, finished_at=now_ms())
+            await self._forget(operation.id)
+        except _Lost:
+            pass
+        except Exception:  # Redis is gone too: the lease runs out, and a server resumes it
             log.exception("could not record the failure of bulk operation %s", operation.id)
