@@ -39,8 +39,8 @@ def _free_port() -> int:
 class Server:
     """``lazarus serve`` on one port, started again after each SIGKILL."""
 
-    def __init__(self, redis_url: str, log: Any) -> None:
-        self.port, self.redis_url, self.log = _free_port(), redis_url, log
+    def __init__(self, redis_url: str, log: Any, *extra: str) -> None:
+        self.port, self.redis_url, self.log, self.extra = _free_port(), redis_url, log, extra
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
@@ -50,7 +50,8 @@ class Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LAZARUS_")}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lazarus.cli", "serve", "--port", str(self.port),
-             "--redis-url", self.redis_url, "--prefix", PREFIX, "--insecure-no-auth"],
+             "--redis-url", self.redis_url, "--prefix", PREFIX, "--insecure-no-auth",
+             *self.extra],
             env=env, stdout=subprocess.DEVNULL, stderr=self.log,
         )  # fmt: skip
 
