@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from lazarus import Queue
+from lazarus._connection import now_ms
 from lazarus.cli import _options
 
+from ..conftest import wait_until
 from .conftest import Invoke, MakeWorker, dead_letter, parsed
 
 
@@ -92,8 +94,10 @@ async def test_dry_run_shows_the_count_and_first_ids_and_changes_nothing(
     assert replay.exit_code == 0, replay.output
     assert "3 dead letters match" in replay.stdout and "nothing was changed" in replay.stdout
     assert all(i in replay.stdout for i in ids)
-    assert purge == {"queue": "jobs-dlq", "action": "purge", "dryRun": True, "matched": 3,
-                     "sample": ids[::-1], "purged": 0}  # fmt: skip
+    assert {**purge, "asOf": 0} == {"queue": "jobs-dlq", "action": "purge", "dryRun": True,
+                                    "matched": 3, "sample": ids[::-1], "purged": 0,
+                                    "asOf": 0}  # fmt: skip
+    assert purge["asOf"] <= now_ms()
     assert await dlq.get_dead_letter_count() == 3
     assert await queue.get_waiting() == []
 
@@ -145,6 +149,40 @@ async def test_purge_all_with_a_filter_and_yes_deletes_the_matches(
     assert "purged 2 dead letters" in result.stdout
     assert [j.id for j in await dlq.get_dead_letter_jobs()] == [ids[1]]
     assert await queue.get_waiting() == []
+
+
+async def test_replay_all_as_of_an_earlier_run_leaves_what_arrived_after_it(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, invoke: Invoke
+) -> None:
+    # Given a run that began (and stopped) after two dead letters, and one that came later
+    await dead_letter(queue, make_worker, ("a", {}), ("b", {}))
+    began = now_ms()
+    await wait_until(lambda: _after(began), message="the clock to move on")
+    (late,) = await dead_letter(queue, make_worker, ("c", {}))
+
+    # When the operator resumes it with the moment it printed
+    document = parsed(await invoke("dlq", "replay", "jobs-dlq", "--all", "--as-of", str(began),
+                                   "--yes", "--json"))  # fmt: skip
+    shown = await invoke("dlq", "purge", "jobs-dlq", "--all", "--dry-run")
+
+    # Then the two replay, the later one stays; a new run prints the moment to resume it with
+    assert (document["matched"], document["replayed"], document["asOf"]) == (2, 2, began)
+    assert sorted(j.name for j in await queue.get_waiting()) == ["a", "b"]
+    assert [j.id for j in await dlq.get_dead_letter_jobs()] == [late]
+    assert "1 dead letter matches in 'jobs-dlq', as of " in shown.stdout
+    resumed = await invoke("dlq", "replay", "jobs-dlq", "--all", "--yes")
+    assert "the same command with --as-of " in resumed.stdout
+
+
+async def _after(moment: int) -> bool:
+    return now_ms() > moment
+
+
+async def test_as_of_resumes_a_bulk_run_only(invoke: Invoke) -> None:
+    result = await invoke("dlq", "replay", "jobs-dlq", "abc", "--as-of", "1")
+
+    assert result.exit_code == 2
+    assert "--as-of resumes a run of --all; with an ID give none" in result.output
 
 
 async def test_replay_needs_exactly_one_of_id_and_all(invoke: Invoke) -> None:

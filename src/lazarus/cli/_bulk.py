@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..dead_letter import DeadLetterFilter
+from ..dead_letter import DeadLetterFilter, bulk
 from ..operators import Operators
 from ..queue import Queue
 from . import _render
@@ -37,6 +37,7 @@ class BulkPlan:
     rate: float | None
     as_json: bool
     who: dict[str, Any] = dataclasses.field(default_factory=dict)  # a replay's actor and note
+    as_of: int | None = None  # the moment of an earlier run that stopped half-way (a resume)
 
 
 class ProgressBar:
@@ -53,10 +54,11 @@ class ProgressBar:
         self.progress.update(self.task, completed=done, total=self.total)
 
 
-async def _act(queue: Queue, plan: BulkPlan, matched: int) -> int:
+async def _act(queue: Queue, plan: BulkPlan, matched: int, as_of: int) -> int:
     action: Callable[..., Awaitable[int]] = queue.purge_dead_letters
     if plan.verb == "replay":
         action = functools.partial(queue.replay_all_dead_letters, **plan.who)
+    action = functools.partial(action, as_of=as_of)
     if plan.as_json:
         return await action(plan.flt, batch_size=plan.batch_size, rate=plan.rate)
     progress = Progress(
@@ -73,17 +75,22 @@ async def _act(queue: Queue, plan: BulkPlan, matched: int) -> int:
 async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
     """Count, preview, confirm and act; returns the report ``--json`` prints."""
     queue = await open_queue(ops, plan.queue)
-    matched = await queue.count_dead_letters(plan.flt)
-    newest = await queue.search_dead_letters(plan.flt, limit=SAMPLE_SIZE)
-    sample = [job.id for job in newest.jobs]
+    # What had arrived by the run's moment: now, or the moment of the run it resumes.
+    as_of = bulk.check_as_of(plan.as_of)
+    bounded = bulk.snapshot(plan.flt, as_of)
+    matched, sample = 0, []
+    if bounded is not None:
+        matched = await queue.count_dead_letters(bounded)
+        newest = await queue.search_dead_letters(bounded, limit=SAMPLE_SIZE)
+        sample = [job.id for job in newest.jobs]
     report: dict[str, Any] = {
         "queue": plan.queue, "action": plan.verb, "dryRun": plan.dry_run,
-        "matched": matched, "sample": sample, PAST[plan.verb]: 0,
+        "matched": matched, "sample": sample, PAST[plan.verb]: 0, "asOf": as_of,
     }  # fmt: skip
     out = _render.console()
     if not plan.as_json:
         noun = "dead letter matches" if matched == 1 else "dead letters match"
-        out.print(f"{matched} {noun} in {plan.queue!r}")
+        out.print(f"{matched} {noun} in {plan.queue!r}, as of {as_of}")
         if sample:
             more = f" (and {matched - len(sample)} more)" if matched > len(sample) else ""
             out.print("newest: " + ", ".join(sample) + more)
@@ -95,7 +102,10 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
         return report
     confirm(f"{plan.verb} {matched} dead letter{'s' if matched != 1 else ''} in {plan.queue!r}",
             yes=plan.yes)  # fmt: skip
-    done = await _act(queue, plan, matched)
+    if not plan.as_json:
+        out.print(f"(should this run stop half-way, the same command with --as-of {as_of} "
+                  "resumes it)")  # fmt: skip
+    done = await _act(queue, plan, matched, as_of)
     report[PAST[plan.verb]] = done
     if not plan.as_json:
         where = " into their source queues" if plan.verb == "replay" else ""

@@ -176,6 +176,9 @@ def _bulk_command(verb: Verb, *extra: Decorator) -> Decorator:
                          help=f"Show what would be {PAST[verb]}; change nothing."),
             click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
             *extra,
+            click.option("--as-of", type=click.IntRange(min=0), metavar="MS",
+                         help=f"With --all: resume a {verb} that stopped half-way (its process "
+                              "killed): the 'as of' it printed. Nothing is done twice."),
             click.option("--batch-size", default=BULK_BATCH, show_default=True,
                          type=click.IntRange(1, 5000), help="Dead letters per Redis call."),
             JSON_OPTION, URL_OPTION, PREFIX_OPTION,
@@ -236,8 +239,8 @@ def _print_single(report: dict[str, Any]) -> None:
 def replay(
     queue_name: str, job_id: str | None, all_: bool, flt: DeadLetterFilter, dry_run: bool,
     yes: bool, rate: float | None, data_json: str | None, to_queue: str | None,
-    note: str | None, operator: str, batch_size: int, as_json: bool, redis_url: str,
-    prefix: str,
+    note: str | None, operator: str, as_of: int | None, batch_size: int, as_json: bool,
+    redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
     """Replay one dead letter (ID) or all that match the filters (--all) into their source
     queues, as new jobs with the same payload and options and a fresh set of attempts.
@@ -256,6 +259,8 @@ def replay(
       lazarus dlq replay payments-dlq 3f2a9c... --to-queue payments-review
       lazarus dlq replay payments-dlq --all --error-type TimeoutError --since 2h --dry-run
       lazarus dlq replay payments-dlq --all --error-type TimeoutError --since 2h --rate 50 --yes
+      lazarus dlq replay payments-dlq --all --error-type TimeoutError --since 2h --yes \\
+          --as-of 1764410000000
     """
     _check_target(job_id, all_, flt)
     if job_id is None and (data_json is not None or to_queue is not None):
@@ -266,14 +271,15 @@ def replay(
     if to_queue is not None:
         changes["queue"] = to_queue
     _run_action("replay", queue_name, job_id, flt, dry_run, yes, batch_size, rate, as_json,
-                redis_url, prefix, changes)  # fmt: skip
+                redis_url, prefix, changes, as_of)  # fmt: skip
 
 
 @dlq.command()
 @_bulk_command("purge", _rate_option("purge"))
 def purge(
     queue_name: str, job_id: str | None, all_: bool, flt: DeadLetterFilter, dry_run: bool,
-    yes: bool, rate: float | None, batch_size: int, as_json: bool, redis_url: str, prefix: str,
+    yes: bool, rate: float | None, as_of: int | None, batch_size: int, as_json: bool,
+    redis_url: str, prefix: str,
 ) -> None:  # fmt: skip
     """Delete one dead letter (ID) or all that match the filters (--all), for good.
 
@@ -287,20 +293,23 @@ def purge(
     """
     _check_target(job_id, all_, flt)
     _run_action("purge", queue_name, job_id, flt, dry_run, yes, batch_size, rate, as_json,
-                redis_url, prefix, {})  # fmt: skip
+                redis_url, prefix, {}, as_of)  # fmt: skip
 
 
 def _run_action(
     verb: Verb, queue_name: str, job_id: str | None, flt: DeadLetterFilter, dry_run: bool,
     yes: bool, batch_size: int, rate: float | None, as_json: bool, redis_url: str, prefix: str,
-    changes: dict[str, Any],
+    changes: dict[str, Any], as_of: int | None,
 ) -> None:  # fmt: skip
+    if job_id is not None and as_of is not None:
+        raise click.UsageError("--as-of resumes a run of --all; with an ID give none")
     if job_id is not None:
         report = run(redis_url, prefix, _single(verb, queue_name, job_id, dry_run, changes))
         if not as_json:
             _print_single(report)
     else:
-        plan = BulkPlan(verb, queue_name, flt, dry_run, yes, batch_size, rate, as_json, changes)
+        plan = BulkPlan(verb, queue_name, flt, dry_run, yes, batch_size, rate, as_json, changes,
+                        as_of)  # fmt: skip
 
         async def work(ops: Operators) -> dict[str, Any]:
             return await run_bulk(ops, plan)
