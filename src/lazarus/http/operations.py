@@ -194,7 +194,7 @@ class BulkOperations:
     async def _resume(self, now: int) -> list[str]:
         client, prefix = self._ops.client, self._ops.prefix
         resumed = []
-        for operation_id in (_text(i) for i in await client.zrange(running_key(prefix), 0, 99)):
+        for operation_id in (_text(i) for i in await client.zrange(running_key(prefix), 0, 999)):
             if operation_id in self._tasks:
                 continue
             key = operation_key(prefix, operation_id)
