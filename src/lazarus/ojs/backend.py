@@ -134,7 +134,7 @@ class Backend:
         }
         await self.records.update(loaded.queue, loaded.id, {
             "state": state, "snapshot": snap, "token": None, "token_base": None,
-            "adding": None,
+            "adding": None, "cancelling": None,
         })  # fmt: skip
         await self.records.client.zrem(self.records.timeouts, *self._timeout_members(loaded))
 

@@ -109,7 +109,7 @@ def parse_time(value: object, field: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def _due_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
+def due_ms(body: dict[str, Any], options: dict[str, Any]) -> int | None:
     """When the job is due: ``options.delay_until``, else ``options.scheduled_at``, else
     ``scheduled_at``; ``None`` for now."""
     return _moment(body, options, "options.delay_until", "options.scheduled_at", "scheduled_at")
@@ -224,7 +224,7 @@ def parse_submission(body: Any) -> Submission:
         storable(value, key, max_bytes=MAX_ARGS_BYTES if key == "args" else None)
     return Submission(
         id=job_id, type=job_type, args=body["args"], queue=queue, priority=_priority(options),
-        delay_until_ms=_due_ms(body, options), expires_at_ms=_expires_ms(body, options),
+        delay_until_ms=due_ms(body, options), expires_at_ms=_expires_ms(body, options),
         pending=_flag(options, "pending"),
         policy=parse_policy(options.get("retry")),
         timeout_ms=_positive_ms(options, "timeout_ms", MAX_TIMEOUT_MS),

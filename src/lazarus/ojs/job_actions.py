@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import _scripts
 from ..errors import JobNotFoundError, JobStateError
+from . import records
 from .backend import MEMO_LOCK_MS, Backend, Loaded
 from .errors import OjsError
 from .jobs import STACK
@@ -43,21 +44,48 @@ async def cancel(backend: Backend, job_id: str) -> dict[str, Any]:
 
 
 async def cancel_loaded(backend: Backend, loaded: Loaded) -> dict[str, Any]:
-    """Cancel ``loaded``, which OJS indexes, as :func:`cancel` does; its view after."""
-    job_id = loaded.id
+    """Cancel ``loaded``, which OJS indexes, as :func:`cancel` does; its view after.
+
+    The record is marked ``cancelling`` before the engine lets go of the job, and the cancel
+    recorded after: a server killed in between leaves a job that shows ``cancelled``, and a
+    cancel sent again finishes recording it."""
+    job_id, record = loaded.id, loaded.record
+    if loaded.state == "cancelled" and record.get("cancelling") and not record.get("state"):
+        return await _cancelled(backend, loaded, int(record["cancelling"]))  # cut short
     if loaded.state in TERMINAL:
         raise OjsError(409, "conflict", f"job {job_id!r} is {loaded.state} and cannot be cancelled")
     now = backend.now()
+    if loaded.engine_state == "unknown" and record.get("adding"):
+        if not records.orphan(record["adding"], None, now):
+            raise OjsError(409, "conflict", f"job {job_id!r} is being enqueued; try again")
+        # An orphan: its job was never added. Recorded cancelled, the upkeep leaves it.
+        return await _cancelled(backend, loaded, now)
+    await backend.records.update(loaded.queue, job_id, {"cancelling": now})
+    try:
+        await _let_go(backend, loaded, now)
+    except OjsError:
+        await backend.records.update(loaded.queue, job_id, {"cancelling": None})
+        raise
+    return await _cancelled(backend, loaded, now)
+
+
+async def _let_go(backend: Backend, loaded: Loaded, now: int) -> None:
+    """Take the job from the engine: end an active one's attempt, remove any other; 409
+    ``conflict`` when it changed state meanwhile."""
     if loaded.engine_state == "active":
         await _cancel_active(backend, loaded, now)
-    else:
-        try:
-            await backend.queue(loaded.queue).remove(job_id)
-        except JobStateError:  # claimed meanwhile
-            raise OjsError(409, "conflict", f"job {job_id!r} changed state; try again") from None
-    await backend.finish_record(loaded, "cancelled", cancelled_at=now)
+        return
+    try:
+        await backend.queue(loaded.queue).remove(loaded.id)
+    except (JobStateError, JobNotFoundError):  # claimed, or ended, meanwhile
+        raise OjsError(409, "conflict", f"job {loaded.id!r} changed state; try again") from None
+
+
+async def _cancelled(backend: Backend, loaded: Loaded, at: int) -> dict[str, Any]:
+    """Record that ``loaded`` was cancelled at ``at``, tell it, and answer its view."""
+    await backend.finish_record(loaded, "cancelled", cancelled_at=at)
     await backend.emit("job.cancelled", loaded)
-    return (await backend.load_in(loaded.queue, job_id)).view()
+    return (await backend.load_in(loaded.queue, loaded.id)).view()
 
 
 async def _cancel_active(backend: Backend, loaded: Loaded, now: int) -> None:

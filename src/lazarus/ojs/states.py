@@ -21,9 +21,11 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from .._connection import now_ms
 from ..job import Job, JobState
 from ..masking import masked
-from .envelope import priority_number
+from .envelope import due_ms, priority_number
+from .errors import OjsError
 
 TERMINAL = ("completed", "cancelled", "discarded")
 
@@ -43,6 +45,10 @@ def ojs_state(engine_state: JobState, job: Job | None, record: dict[str, str]) -
         # again (a retry, its record not reopened yet: or never, when the server died in
         # between) is in the engine's state.
         return record["state"]
+    if record.get("cancelling") and _cancelled(engine_state, job):
+        return "cancelled"  # a cancel cut short after the engine let go, before its record
+    if engine_state == "unknown" and record.get("adding"):
+        return _to_be_added(record)
     if engine_state in ("waiting", "prioritized", "paused"):
         return "available"
     if engine_state == "delayed":
@@ -54,6 +60,27 @@ def ojs_state(engine_state: JobState, job: Job | None, record: dict[str, str]) -
     if engine_state == "completed":
         return "completed"
     return "discarded"  # failed, or gone from the queue (dead-lettered by a worker)
+
+
+def _cancelled(engine_state: JobState, job: Job | None) -> bool:
+    """Whether a cancel (its record marked ``cancelling``) took the job from the engine:
+    removed (the engine holds nothing), or an active one failed as ``cancelled``."""
+    if engine_state == "unknown":
+        return True
+    return engine_state == "failed" and job is not None and job.error_type == "cancelled"
+
+
+def _to_be_added(record: dict[str, str]) -> str:
+    """The state of a job whose record awaits its add to the engine (``adding``): the one its
+    PUSH gives it, which the add (or, for an orphan, the server's upkeep) makes real."""
+    if record.get("pending"):
+        return "pending"
+    env = json.loads(record.get("env") or "{}")
+    try:
+        due = due_ms(env, env.get("options") or {})
+    except OjsError:  # pragma: no cover - checked by its PUSH
+        due = None
+    return "scheduled" if due is not None and due > now_ms() else "available"
 
 
 def envelope(
