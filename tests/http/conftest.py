@@ -49,13 +49,25 @@ def job(name: str, label: str, error: str = "RuntimeError", **data: Any) -> dict
     return {"name": name, "data": {"label": label, "error": error, **data}}
 
 
-@pytest.fixture
-async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
-    """The app on this test's prefix, requiring :data:`TOKEN` on state-changing routes."""
+async def _app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
     application = create_app(connection=redis_url, prefix=prefix, token=TOKEN)
     yield application
     await application.state.bulk.close()
     await application.state.ops.close()
+
+
+@pytest.fixture
+async def app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
+    """The app on this test's prefix, requiring :data:`TOKEN` on state-changing routes."""
+    async for application in _app(redis_url, prefix):
+        yield application
+
+
+@pytest.fixture
+async def second_app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
+    """Another app on the same Redis and prefix: a second server process."""
+    async for application in _app(redis_url, prefix):
+        yield application
 
 
 @pytest.fixture

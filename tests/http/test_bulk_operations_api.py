@@ -5,7 +5,6 @@ operation stopped with its server."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -14,12 +13,11 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 
 from lazarus import DeadLetterFilter, Queue
-from lazarus.http import create_app
 from lazarus.http.operation_records import describe_filter, operation_key
 from lazarus.http.operations import BulkOperations
 
 from ..conftest import wait_until
-from .conftest import AUTH, DLQ, TOKEN
+from .conftest import AUTH, DLQ
 
 BULK = "/api/dead-letters/bulk"
 
@@ -164,15 +162,6 @@ async def test_an_unknown_operation_is_a_404(client: httpx.AsyncClient) -> None:
         response = await client.get(f"{BULK}/{operation_id}")
         assert response.status_code == 404, operation_id
         assert response.json()["error"]["code"] == "not_found"
-
-
-@pytest.fixture
-async def second_app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
-    """Another app on the same Redis and prefix: a second server process."""
-    application = create_app(connection=redis_url, prefix=prefix, token=TOKEN)
-    yield application
-    await application.state.bulk.close()
-    await application.state.ops.close()
 
 
 async def test_another_server_process_reads_the_operation_from_redis(

@@ -27,15 +27,6 @@ SLOW = 0.05  # dead letters per second: one, then twenty seconds before the next
 
 
 @pytest.fixture
-async def second_app(redis_url: str, prefix: str) -> AsyncIterator[FastAPI]:
-    """Another server on the same Redis and prefix."""
-    application = create_app(connection=redis_url, prefix=prefix, token=TOKEN)
-    yield application
-    await application.state.bulk.close()
-    await application.state.ops.close()
-
-
-@pytest.fixture
 async def second(second_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=second_app), base_url="http://127.0.0.1", headers=AUTH
