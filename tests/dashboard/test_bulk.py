@@ -12,9 +12,11 @@ import httpx
 from fastapi import FastAPI
 
 from lazarus import Queue
+from lazarus.http import create_app
 
 from ..conftest import wait_until
-from .conftest import MakeWorker, csrf_of, dead_letter
+from .conftest import MakeWorker, client_of, csrf_of, dead_letter
+from .test_security import sign_in
 
 BULK = "/dashboard/queues/jobs-dlq/bulk"
 REFRESH = '<meta http-equiv="refresh" content="1">'
@@ -194,3 +196,35 @@ async def test_an_unknown_operation_is_a_404_page(client: httpx.AsyncClient) -> 
         response = await client.get(f"/dashboard/operations/{operation_id}")
         assert response.status_code == 404, operation_id
         assert "There is no bulk operation" in html.unescape(response.text)
+
+
+async def test_a_viewer_sees_no_cancel_and_cannot_post_one(
+    app: FastAPI, client: httpx.AsyncClient, redis_url: str, prefix: str, queue: Queue,
+    dlq: Queue, make_worker: MakeWorker,
+) -> None:  # fmt: skip
+    # Given a slow replay started by an operator
+    await dead_letter(make_worker, queue, [("a", {}), ("b", {})])
+    csrf = await csrf_of(client, f"{BULK}/replay")
+    operation_id, _ = await started(
+        await client.post(f"{BULK}/replay", data={"csrf": csrf, "rate": "0.05", "all": "yes"})
+    )
+    page = f"/dashboard/operations/{operation_id}"
+    viewer = "v" * 20
+    watching = create_app(connection=redis_url, prefix=prefix, tokens=f"eve:viewer:{viewer}")
+    try:
+        # When a viewer opens its page, and posts a cancel all the same
+        async with client_of(watching) as browser:
+            await sign_in(browser, viewer)
+            shown = await browser.get(page)
+            refused = await browser.post(f"{page}/cancel",
+                                         data={"csrf": await csrf_of(browser, page)})  # fmt: skip
+    finally:
+        await watching.state.bulk.close()
+        await watching.state.ops.close()
+
+    # Then the page shows no cancel, the post is refused, and the operation runs on
+    assert shown.status_code == 200 and "Replaying dead letters" in shown.text
+    assert "/cancel" not in shown.text
+    assert refused.status_code == 403 and "needs the operator role" in refused.text
+    assert app.state.bulk.running == [operation_id]
+    assert "/cancel" in (await client.get(page)).text
