@@ -119,3 +119,25 @@ def chromium() -> Path:
             pytest.fail(reason)
         pytest.skip(reason)
     return CHROMIUM
+
+
+async def sign_in(client: httpx.AsyncClient, token: str = TOKEN) -> httpx.Response:
+    """Sign ``client`` in to the dashboard with ``token``."""
+    csrf = await csrf_of(client, "/dashboard/login")
+    return await client.post("/dashboard/login", data={
+        "csrf": csrf, "token": token, "next": "/dashboard/queues/jobs-dlq/dead-letters?page=1",
+    })  # fmt: skip
+
+
+@pytest.fixture
+async def viewer(redis_url: str, prefix: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A browser signed in as eve, a viewer, to an app of its own on this test's prefix."""
+    token = "v" * 20
+    app = create_app(connection=redis_url, prefix=prefix, tokens=f"eve:viewer:{token}")
+    try:
+        async with client_of(app) as browser:
+            await sign_in(browser, token)
+            yield browser
+    finally:
+        await app.state.bulk.close()
+        await app.state.ops.close()

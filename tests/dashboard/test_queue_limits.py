@@ -14,11 +14,9 @@ from fastapi import FastAPI
 from lazarus import Job, Queue
 from lazarus._keys import QueueKeys
 from lazarus._limiter import RateLimit
-from lazarus.http import create_app
 from tests.conftest import wait_for_state
 
-from .conftest import MakeWorker, client_of, csrf_of
-from .test_security import sign_in
+from .conftest import MakeWorker, csrf_of
 
 PAGE = "/dashboard/queues/jobs"
 
@@ -170,25 +168,17 @@ async def test_an_unknown_queue_or_a_form_without_csrf_writes_nothing(
 
 
 async def test_a_viewer_sees_the_limits_but_has_no_form_and_cannot_post_one(
-    redis_url: str, prefix: str, queue: Queue, raw: aioredis.Redis
+    viewer: httpx.AsyncClient, queue: Queue, raw: aioredis.Redis
 ) -> None:
     await queue.add("n", None)
     await queue.set_global_concurrency(4)
     meta = await raw.hgetall(queue.keys.meta)
-    viewer = "v" * 20
-    app = create_app(connection=redis_url, prefix=prefix, tokens=f"eve:viewer:{viewer}")
-    try:
-        async with client_of(app) as browser:
-            await sign_in(browser, viewer)
-            page = await browser.get(PAGE)
-            csrf = await csrf_of(browser, PAGE)
-            refused = [
-                await browser.post(f"{PAGE}/limits/concurrency", data={"csrf": csrf, "limit": "9"}),
-                await browser.post(f"{PAGE}/limits/rate", data={"csrf": csrf, "action": "remove"}),
-            ]
-    finally:
-        await app.state.bulk.close()
-        await app.state.ops.close()
+    page = await viewer.get(PAGE)
+    csrf = await csrf_of(viewer, PAGE)
+    refused = [
+        await viewer.post(f"{PAGE}/limits/concurrency", data={"csrf": csrf, "limit": "9"}),
+        await viewer.post(f"{PAGE}/limits/rate", data={"csrf": csrf, "action": "remove"}),
+    ]
 
     assert page.status_code == 200
     assert "at most 4 jobs active at once" in page.text

@@ -14,16 +14,9 @@ from lazarus._keys import session_key
 from lazarus.dashboard.security import CSRF_COOKIE, SESSION_COOKIE
 from lazarus.http import create_app
 
-from .conftest import TOKEN, MakeWorker, client_of, csrf_of, dead_letter
+from .conftest import TOKEN, MakeWorker, client_of, csrf_of, dead_letter, sign_in
 
 LIST = "/dashboard/queues/jobs-dlq/dead-letters"
-
-
-async def sign_in(client: httpx.AsyncClient, token: str = TOKEN) -> httpx.Response:
-    csrf = await csrf_of(client, "/dashboard/login")
-    return await client.post(
-        "/dashboard/login", data={"csrf": csrf, "token": token, "next": LIST + "?page=1"}
-    )
 
 
 @pytest.mark.parametrize(
@@ -162,26 +155,18 @@ async def test_csrf_value_is_bound_to_the_session(
 
 
 async def test_a_viewer_reads_but_cannot_act_and_sees_no_payloads(
-    redis_url: str, prefix: str, queue: Queue, dlq: Queue, make_worker: MakeWorker
+    viewer: httpx.AsyncClient, queue: Queue, dlq: Queue, make_worker: MakeWorker
 ) -> None:
     [dead_id] = await dead_letter(make_worker, queue, [("a", {"card": "4111-secret"})])
-    viewer = "v" * 20
-    app = create_app(connection=redis_url, prefix=prefix, tokens=f"eve:viewer:{viewer}")
-    try:
-        async with client_of(app) as browser:
-            await sign_in(browser, viewer)
-            page = await browser.get(f"{LIST}/{dead_id}")
-            assert page.status_code == 200
-            assert "4111-secret" not in page.text
-            assert "Payload hidden" in page.text
-            csrf = await csrf_of(browser, f"{LIST}/{dead_id}")
-            response = await browser.post(f"{LIST}/{dead_id}/delete", data={"csrf": csrf})
-            assert response.status_code == 403
-            assert "needs the operator role" in response.text
-        assert await dlq.get_dead_letter_count() == 1
-    finally:
-        await app.state.bulk.close()
-        await app.state.ops.close()
+    page = await viewer.get(f"{LIST}/{dead_id}")
+    assert page.status_code == 200
+    assert "4111-secret" not in page.text
+    assert "Payload hidden" in page.text
+    csrf = await csrf_of(viewer, f"{LIST}/{dead_id}")
+    response = await viewer.post(f"{LIST}/{dead_id}/delete", data={"csrf": csrf})
+    assert response.status_code == 403
+    assert "needs the operator role" in response.text
+    assert await dlq.get_dead_letter_count() == 1
 
 
 async def test_a_notice_in_a_link_is_not_shown_unless_the_server_signed_it(
