@@ -11,15 +11,18 @@
   ARGV[3]  server           the claiming server's name
   ARGV[4]  ttl              seconds the record is kept after this write
 
-  Returns: the record's fields and values (HGETALL) when it was claimed; an empty list when
-           it is not running (done, failed, cancelled or gone) or another server holds it.
+  Returns: the record's fields and values (HGETALL) when it was claimed; 0 when another
+           server holds it; -1 when it is not running (done, failed, cancelled or gone).
   Events:  none
 ]]
 
 local now = tonumber(ARGV[1])
 local found = redis.call('HMGET', KEYS[1], 'status', 'lease_until')
-if found[1] ~= 'running' or (tonumber(found[2]) or 0) > now then
-  return {}
+if found[1] ~= 'running' then
+  return -1
+end
+if (tonumber(found[2]) or 0) > now then
+  return 0
 end
 redis.call('HSET', KEYS[1], 'server', ARGV[3], 'lease_until', tostring(now + tonumber(ARGV[2])),
   'updated_at', ARGV[1])

@@ -31,7 +31,7 @@ from .. import _scripts
 from .._codec import text as _text
 from .._connection import now_ms
 from ..dead_letter import DeadLetterFilter
-from ..dead_letter.bulk import check_rate
+from ..dead_letter.bulk import check_batch, check_rate
 from ..operators import Operators
 from ..queue import Queue
 from .operation_records import (
@@ -89,12 +89,7 @@ class BulkOperations:
         if action not in ("replay", "purge"):
             raise ValueError(f"action must be 'replay' or 'purge', got {action!r}")
         check_rate(rate)
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or not 1 <= batch_size <= 5000
-        ):
-            raise ValueError(f"batch_size must be an int from 1 to 5000, got {batch_size!r}")
+        check_batch(batch_size)
         queue = self._ops.queue(queue_name)
         now = now_ms()
         operation = BulkOperation(
@@ -197,18 +192,15 @@ class BulkOperations:
         for operation_id in (_text(i) for i in await client.zrange(running_key(prefix), 0, 999)):
             if operation_id in self._tasks:
                 continue
-            key = operation_key(prefix, operation_id)
-            status, lease_until = await client.hmget(key, "status", "lease_until")
-            if status is None or _text(status) != "running":
+            reply = await _scripts.load("claim_operation")(
+                client, [operation_key(prefix, operation_id)],
+                [now, self._lease_ms, self._server, self._ttl],
+            )  # fmt: skip
+            if reply == -1:
                 await self._forget(operation_id)  # ended, or its record expired
                 continue
-            if int(_text(lease_until) or 0) > now:
-                continue  # its server holds it
-            reply = await _scripts.load("claim_operation")(
-                client, [key], [now, self._lease_ms, self._server, self._ttl]
-            )
             if not reply:
-                continue  # another server was first
+                continue  # a server holds it
             fields = {_text(reply[i]): _text(reply[i + 1]) for i in range(0, len(reply), 2)}
             operation = BulkOperation.from_fields(fields)
             log.warning(
