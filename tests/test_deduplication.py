@@ -182,7 +182,7 @@ async def test_add_jobs_script_answers_the_holder_for_a_held_id(
     opts = json.dumps({"attempts": 1})
 
     async def add(job_id: str) -> object:
-        args = [1000, 100, 0, job_id, "n", "{}", opts, 0, 0, 1, "dk", 0, ""]
+        args = [1000, 100, 0, "", job_id, "n", "{}", opts, 0, 0, 1, "dk", 0, ""]
         return (await _scripts.load("add_jobs")(raw, [*k.group, k.job(job_id)], args))[0]
 
     assert await add("a") == "waiting"

@@ -146,7 +146,7 @@ async def test_claims_stop_at_the_limit_and_report_the_window_end(
     k = QueueKeys(prefix, "src")
     opts = json.dumps({"attempts": 1})
     for job_id in "abcd":
-        args = [NOW, 100, 0, job_id, "n", "{}", opts, 0, 0, 1]
+        args = [NOW, 100, 0, "", job_id, "n", "{}", opts, 0, 0, 1]
         await _scripts.load("add_jobs")(raw, [*k.group, k.job(job_id)], args)
     await raw.hset(k.meta, mapping={"limiter:max": 2, "limiter:duration": 5000})
 

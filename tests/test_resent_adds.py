@@ -226,7 +226,7 @@ async def test_on_a_cluster_an_add_whose_reply_a_drop_lost_goes_again_as_resent(
 
     script = _scripts.load("add_jobs")
     await script_ready(raw, script)  # to every master, else the first send is refused
-    args = [now_ms(), 100, 0, "j1", "mail", "{}", '{"attempts":1}', 0, 0, 1]
+    args = [now_ms(), 100, 0, "", "j1", "mail", "{}", '{"attempts":1}', 0, 0, 1]
     command = script.command([*queue.keys.group, queue.keys.job("j1")], args)
 
     # When the add is sent

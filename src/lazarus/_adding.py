@@ -179,6 +179,18 @@ class QueueAddingMixin:
 
         Every job is validated before the first is written, so bad input writes nothing.
         """
+        return await self._add_prepared(self._prepared_bulk(jobs))
+
+    async def _add_bulk_unmarking(
+        self, jobs: Iterable[Mapping[str, Any]], mark: str, marks: list[str]
+    ) -> list[Job]:
+        """:meth:`add_bulk`, where the add of ``jobs[i]`` deletes field ``mark`` of hash
+        ``marks[i]`` (a key of the queue's hash slot) in the same script call, and only if the
+        job is in the queue then: a mark that says an add is awaited never outlives it (an
+        OJS record's ``adding``)."""
+        return await self._add_prepared(self._prepared_bulk(jobs), (mark, marks))
+
+    def _prepared_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[_Prepared]:
         prepared = []
         for index, spec in enumerate(jobs):
             # type() first: isinstance against the Mapping ABC is slow, once per job
@@ -193,28 +205,37 @@ class QueueAddingMixin:
                 prepared.append(self._prepare(spec["name"], spec.get("data"), options))
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"jobs[{index}]: {exc}") from exc
-        return await self._add_prepared(prepared)
+        return prepared
 
     @reports_unavailable
-    async def _add_prepared(self, prepared: list[_Prepared]) -> list[Job]:
+    async def _add_prepared(
+        self, prepared: list[_Prepared], marks: tuple[str, list[str]] | None = None
+    ) -> list[Job]:
         if not _tracing.active():
-            return await self._add_traced(prepared)
+            return await self._add_traced(prepared, marks)
         span = _tracing.start_add(self.name, [p.args for p in prepared])
         try:
-            return await self._add_traced(prepared)
+            return await self._add_traced(prepared, marks)
         finally:
             _tracing.end(span)
 
-    async def _add_traced(self, prepared: list[_Prepared]) -> list[Job]:
+    async def _add_traced(
+        self, prepared: list[_Prepared], marks: tuple[str, list[str]] | None = None
+    ) -> list[Job]:
         await self._register()
         script = _scripts.load("add_jobs")
         now = now_ms()
 
         chunks = list(_chunks(prepared))
         calls = []
+        first = 0  # the index of the chunk's first job in `prepared`
         for chunk in chunks:
             keys = [*self.keys.group, *(self.keys.job(p.args[0]) for p in chunk)]
-            args: list[Any] = [now, self.max_events, 0]  # resent: see _scripts.Script
+            args: list[Any] = [now, self.max_events, 0, ""]  # resent: see _scripts.Script
+            if marks is not None:
+                args[3] = marks[0]
+                keys += marks[1][first : first + len(chunk)]
+            first += len(chunk)
             for p in chunk:
                 args += p.args
             if any(p.dedup is not None for p in chunk):  # else no arguments: nothing to check

@@ -14,11 +14,13 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from lazarus import Queue, Worker
 from lazarus.ojs import jobs, records
 from lazarus.ojs.backend import Backend
 from lazarus.ojs.sweeper import Sweeper
 from lazarus.ojs.workflows import advance
 
+from ..conftest import wait_until
 from .test_layer import RETRY_ONCE, backend_of, state_of
 from .test_workflows import QUEUE, ack, create, fail, fetch_all, ids_in_queue, job, workflow_of
 
@@ -240,3 +242,52 @@ async def test_a_retry_cut_short_before_its_record_is_reopened_runs_and_complete
     # Then the job was available, runs, and completes
     assert (available, fetched, acked.status_code) == ("available", [job_id], 200)
     assert (await state_of(client, job_id))["state"] == "completed"
+
+
+async def test_a_job_run_and_deleted_after_its_server_died_past_the_add_is_not_added_again(
+    client: httpx.AsyncClient, app: FastAPI, raw: Redis, redis_url: str, prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Given a PUSH whose server died just after the add returned, before answering
+    body = {"type": "mail.send", "args": ["ada"], "id": "01a22624-0000-7000-8000-000000000005",
+            "options": {"queue": QUEUE}}  # fmt: skip
+    add = jobs._add
+
+    async def added_then_died(*args: Any, **kwargs: Any) -> Any:
+        await add(*args, **kwargs)
+        raise RuntimeError("the server died")
+
+    async def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    with monkeypatch.context() as crash:
+        crash.setattr(jobs, "_add", added_then_died)
+        crash.setattr(jobs, "_take_back", nothing)
+        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
+
+    # And an in-process worker ran the job, which retention deleted later (its tombstone,
+    # kept 30 s after an early delete, gone by then)
+    runs: list[str] = []
+    async with Queue(QUEUE, connection=redis_url, prefix=prefix) as queue:
+        worker = Worker(QUEUE, lambda job: runs.append(job.id), connection=redis_url,
+                        prefix=prefix)  # fmt: skip
+        try:
+
+            async def completed() -> bool:
+                return await queue.get_job_state(body["id"]) == "completed"
+
+            await wait_until(completed, message="the job's run")
+        finally:
+            await worker.close()
+        await queue.remove(body["id"])
+    await raw.delete(backend_of(app).keys(QUEUE).gone(body["id"]))
+
+    # When the server's upkeep walks the records long after, and the client sends it again
+    monkeypatch.setattr(records, "ORPHAN_AFTER_MS", 0)
+    await Sweeper(backend_of(app)).tick()
+    again = await client.post("/ojs/v1/jobs", json=body)
+
+    # Then the job is not added again: it ran once, and its id stays taken
+    assert again.status_code == 409, again.text
+    assert await ids_in_queue(redis_url, prefix) == set()
+    assert runs == [body["id"]]

@@ -54,7 +54,7 @@ async def snapshot(raw: aioredis.Redis, prefix: str) -> dict[str, Any]:
 async def add(raw: aioredis.Redis, k: QueueKeys, *ids: str, attempts: int = 1) -> None:
     opts = json.dumps({"attempts": attempts})
     for job_id in ids:
-        args = [NOW, MAXLEN, 0, job_id, "name", "{}", opts, 0, 0, attempts]
+        args = [NOW, MAXLEN, 0, "", job_id, "name", "{}", opts, 0, 0, attempts]
         await call(raw, "add_jobs", [*k.group, k.job(job_id)], args)
 
 

@@ -56,7 +56,7 @@ async def add(
         raw,
         "add_jobs",
         [*k.group, k.job(job_id)],
-        [now, MAXLEN, resent, job_id, "name", data, opts, delay, priority, attempts],
+        [now, MAXLEN, resent, "", job_id, "name", data, opts, delay, priority, attempts],
     )
     return result[0]
 
@@ -132,6 +132,36 @@ async def test_add_jobs_returns_job_exists_and_keeps_the_original(
 
     assert await raw.hget(k.job("a"), "data") == '"first"'
     assert await raw.llen(k.wait) == 1
+
+
+async def test_add_jobs_deletes_the_mark_of_each_job_in_the_queue_and_keeps_the_others(
+    raw: aioredis.Redis, k: QueueKeys
+) -> None:
+    # Given a job "a" in the queue, a job holding deduplication id "dk", and a mark (a hash of
+    # the queue's slot, field "adding") for each job of an add of three: a new one, "a"
+    # again, and one whose deduplication id is held
+    await add(raw, k, "a")
+    opts = json.dumps({"attempts": 1, "delay": 0})
+    dedup = [NOW, MAXLEN, 0, "", "h", "name", "{}", opts, 0, 0, 1, "dk", 0, ""]
+    assert (await call(raw, "add_jobs", [*k.group, k.job("h")], dedup))[0] == "waiting"
+    marks = [f"{k.base}mark:{job_id}" for job_id in ("n", "a", "d")]
+    for mark in marks:
+        await raw.hset(mark, mapping={"adding": NOW, "kept": "1"})
+
+    # When the three are added, with their marks
+    groups = [["n", "name", "{}", opts, 0, 0, 1], ["a", "name", "{}", opts, 0, 0, 1],
+              ["d", "name", "{}", opts, 0, 0, 1]]  # fmt: skip
+    args: list[Any] = [NOW, MAXLEN, 0, "adding", *(a for g in groups for a in g)]
+    args += ["", 0, "", "", 0, "", "dk", 0, ""]
+    keys = [*k.group, k.job("n"), k.job("a"), k.job("d"), *marks]
+    result = await call(raw, "add_jobs", keys, args)
+
+    # Then the new job and the one there already lose their marks' field, and nothing else;
+    # the one not added keeps its mark whole
+    assert result == ["waiting", -5, ["h"]]
+    assert [await raw.hgetall(mark) for mark in marks] == [
+        {"kept": "1"}, {"kept": "1"}, {"adding": str(NOW), "kept": "1"}
+    ]  # fmt: skip
 
 
 WINDOW_MS = 30_000  # includes/job_logs.lua's RESEND_WINDOW_MS

@@ -11,13 +11,18 @@
   KEYS[8]  meta
   KEYS[9]  events
   KEYS[10] job_prefix
-  KEYS[11..] job            the hash of each new job, in the order of the ARGV groups
+  KEYS[11..] job            the hash of each new job, in the order of the ARGV groups;
+                            then, with ARGV[4], one mark per job: a hash of the same slot
+                            whose field ARGV[4] the job's add deletes (an OJS record's
+                            `adding`: ojs/records.py), so that no mark outlives its add
 
   ARGV[1]  now              milliseconds: each job's add time (timestamp)
   ARGV[2]  maxlen           events stream length
   ARGV[3]  resent           1 when the call is sent again after a dropped connection (its
                             first send may have run), else 0
-  ARGV[4..] job fields      seven per job: id, name, data, opts, delay, priority, attempts
+  ARGV[4]  mark             the field each job's mark loses once the job is in the queue
+                            (added, or there already); '' for no marks
+  ARGV[5..] job fields      seven per job: id, name, data, opts, delay, priority, attempts
                             (now, delay, priority and attempts as integers in decimal: the
                             job's hash keeps their text);
                             then, optionally, three per job: deduplication id ('' for none),
@@ -45,14 +50,17 @@ local maxlen = ARGV[2]
 local results = {}
 local pushed = {}  -- the ids for the wait list, pushed together at the end
 local resent = ARGV[3] == '1'
-local dedup = 4 + (#KEYS - 10) * 7  -- the first deduplication argument, if any
-for i = 11, #KEYS do
-  local a = 4 + (i - 11) * 7
+local mark = ARGV[4]
+local jobs = mark == '' and #KEYS - 10 or (#KEYS - 10) / 2
+local dedup = 5 + jobs * 7  -- the first deduplication argument, if any
+for i = 11, 10 + jobs do
+  local a = 5 + (i - 11) * 7
   local d = dedup + (i - 11) * 3
   local dedup_id = ARGV[d] or ''
   local key = KEYS[i]
   if redis.call('EXISTS', key) == 1 or (resent and added_before(key, now)) then
     results[#results + 1] = -5
+    if mark ~= '' then redis.call('HDEL', KEYS[i + jobs], mark) end
   else
     local holder = dedup_id ~= '' and dedup_take(q, dedup_id, tonumber(ARGV[d + 1]), ARGV[d + 2],
       ARGV[a], now, maxlen)
@@ -66,6 +74,7 @@ for i = 11, #KEYS do
         'atm', ARGV[a + 6], 'attemptsMade', '0')
       if dedup_id ~= '' then redis.call('HSET', key, 'deid', dedup_id) end
       results[#results + 1] = enqueue(q, ARGV[a], priority, delay, now, maxlen, pushed)
+      if mark ~= '' then redis.call('HDEL', KEYS[i + jobs], mark) end
     end
   end
 end

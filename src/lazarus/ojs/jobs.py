@@ -4,7 +4,6 @@ record)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -168,10 +167,7 @@ async def enqueue_all(
         for sub, job, f in zip(subs, added, fields, strict=True)
     ]
     unique = [{} if s.unique_key is None else {"unique_key": s.unique_key} for s in subs]
-    await asyncio.gather(  # the marks cleared beside the events, not one round trip after
-        records.added([(sub.queue, sub.id) for sub in subs]),
-        backend.emit_all("job.enqueued", loaded, each=unique),
-    )
+    await backend.emit_all("job.enqueued", loaded, each=unique)
     for sub, one in zip(subs, loaded, strict=True):
         if one.state == "scheduled" and sub.delay_until_ms is not None:
             await backend.emit("job.scheduled", one, scheduled_at=iso(sub.delay_until_ms))
@@ -301,7 +297,9 @@ async def _add(
     unique: bool = True,
 ) -> list[Job]:  # fmt: skip
     """Add the jobs to their queues with ``Queue.add_bulk``, one call per queue; the jobs as
-    written, in the order of ``subs`` (where a unique key was held, the holder)."""
+    written, in the order of ``subs`` (where a unique key was held, the holder). Each job's
+    add clears its record's ``adding`` mark in the same script call: a record whose job was
+    added is never taken for an orphan, even once the job has run and been deleted."""
     by_queue: dict[str, list[int]] = {}
     specs: list[dict[str, Any]] = []
     for index, sub in enumerate(subs):
@@ -326,7 +324,10 @@ async def _add(
         by_queue.setdefault(sub.queue, []).append(index)
     added: dict[int, Job] = {}
     for name, indexes in by_queue.items():
-        jobs = await backend.queue(name).add_bulk([specs[i] for i in indexes])
+        marks = [backend.records.key(name, subs[i].id) for i in indexes]
+        jobs = await backend.queue(name)._add_bulk_unmarking(
+            [specs[i] for i in indexes], "adding", marks
+        )
         added.update(zip(indexes, jobs, strict=True))
     return [added[i] for i in range(len(subs))]
 

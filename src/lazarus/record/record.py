@@ -110,7 +110,7 @@ class Record:
         new_id = f"{row['id']}-replay"
         keys = QueueKeys(self.prefix, row["source_queue"])
         # Integers as add_jobs stores them: it keeps their text (see its header).
-        args = [now_ms(), 10_000, 0, new_id, row["job_name"], row["job_payload"],
+        args = [now_ms(), 10_000, 0, "", new_id, row["job_name"], row["job_payload"],
                 row["original_opts"], int(row["job_delay"]), int(row["job_priority"]),
                 int(row["job_attempts"])]  # fmt: skip
         await self.redis.sadd(keys.registry, keys.queue)
