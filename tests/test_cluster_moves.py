@@ -201,8 +201,8 @@ async def test_a_replay_that_completes_before_its_move_is_cleared_resolves_its_d
     (moving,) = await _scripts.load("replay_out")(
         client,
         [dlq.keys.dl, dlq.keys.events, dlq.keys.meta, dlq.keys.moves, dlq.keys.job(dead[0])],
-        [now_ms(), 1000, "jobs", "jobs-dlq", "operator:test", "", "", 2000, "", dead[0], new_id, "",
-         "", "", ""],
+        [now_ms(), 1000, "jobs", "jobs-dlq", "operator:test", "", "", 2000, "", "", dead[0], new_id,
+         "", "", "", ""],
     )  # fmt: skip
     assert moving == "moving"
     raw = await client.hget(dlq.keys.moves, "replay:" + new_id)
@@ -434,8 +434,8 @@ async def test_settling_finishes_a_replay_into_another_slot_that_a_crash_cut_sho
     (moving,) = await _scripts.load("replay_out")(
         client,
         [dlq.keys.dl, dlq.keys.events, dlq.keys.meta, dlq.keys.moves, dlq.keys.job(dead)],
-        [now_ms() - 3000, 1000, "jobs", "jobs-dlq", "operator:test", "", "", 2000, "", dead,
-         new_id, "", "", "", ""],
+        [now_ms() - 3000, 1000, "jobs", "jobs-dlq", "operator:test", "", "", 2000, "", "",
+         dead, new_id, "", "", "", ""],
     )  # fmt: skip
     assert moving == "moving"
 

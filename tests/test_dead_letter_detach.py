@@ -152,7 +152,7 @@ async def detach_call(
 ) -> list[Any]:
     reply: list[Any] = await _scripts.load("detach_dead_letters")(
         dlq.client, [dlq.keys.dl, dlq.keys.job_prefix],
-        [statuses, until, "t1", detach.MOST_INDEX_KEYS, most_after],
+        [statuses, until, "t1", detach.MOST_INDEX_KEYS, most_after, ""],
     )  # fmt: skip
     return reply
 

@@ -239,6 +239,10 @@ class QueueKeys:
         """The prefix of the dead letter store's keys (scripts append the rest)."""
         return self.base + "dl:"
 
+    def dl_tally(self, name: str) -> str:
+        """The tally ``name`` of the dead letter store (``includes/tally.lua``)."""
+        return self.dl + "tally:" + name
+
     def dl_index(self, code: str, value: str) -> str:
         """The index of the dead letters whose field ``code`` has ``value``."""
         return f"{self.base}dl:i:{code}:{value}"

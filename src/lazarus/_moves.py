@@ -41,9 +41,9 @@ IN_TRANSIT = "job:"
 """Beside the move of a replayed job, the field ``job:<job id>`` of the moves hash marks the
 job in transit (includes/move_out.lua), so that its dead letter is not settled meanwhile."""
 SWEEP_MIN_AGE_MS = 2_000
-# Where the six arguments of each dead letter begin in a replay call's arguments (ARGV[10] of
-# replay_dead_letters.lua and replay_out.lua, from 0 here): after the nine shared ones.
-PAIRS_AT = 9
+# Where the six arguments of each dead letter begin in a replay call's arguments (ARGV[11] of
+# replay_dead_letters.lua and replay_out.lua, from 0 here): after the ten shared ones.
+PAIRS_AT = 10
 """A move this young is left to the worker that is finishing it (it would be harmless to
 finish it twice, only wasted work)."""
 

@@ -171,6 +171,7 @@ class Queue(_Shell[_AsyncQueue]):
     replay_all_dead_letters = _blocking(_AsyncQueue.replay_all_dead_letters)
     purge_dead_letter = _blocking(_AsyncQueue.purge_dead_letter)
     purge_dead_letters = _blocking(_AsyncQueue.purge_dead_letters)
+    get_dead_letter_tally = _blocking(_AsyncQueue.get_dead_letter_tally)
     migrate_dead_letters = _blocking(_AsyncQueue.migrate_dead_letters)
     # the dead letter lifecycle, retention and health
     set_dead_letter_status = _blocking(_AsyncQueue.set_dead_letter_status)

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 
-from lazarus import Queue
+from lazarus import DeadLetterFilter, Queue
 from lazarus._connection import now_ms
 from lazarus.http import create_app
 from lazarus.http.operation_records import BulkOperation, operation_key, running_key
@@ -82,6 +82,33 @@ async def test_an_operation_left_by_a_killed_server_is_resumed_once_its_lease_ru
     assert await replayed(queue, other) == ["a", "b", "c", "d"]
     # And once ended, it leaves the list of running operations
     assert await raw.zrange(running_key(prefix), 0, -1) == []
+
+
+async def test_a_resumed_operation_counts_what_its_killed_server_did_and_never_reported(
+    second_app: FastAPI, second: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue,
+    queue: Queue, other: Queue, raw: aioredis.Redis, prefix: str,
+) -> None:  # fmt: skip
+    # Given a replay of every dead letter as a killed server left it: its record says none
+    # done, but it had replayed two ("email.send": a and d) in a batch it never reported
+    now = now_ms()
+    left = BulkOperation(
+        id="cd" * 16, action="replay", queue=DLQ, filter={}, dry_run=False, rate=None,
+        batch_size=2, status="running", matched=4, done=0, started_at=now, updated_at=now,
+        finished_at=None, error=None, server="gone:1", lease_until=now - 1,
+    )  # fmt: skip
+    assert await dlq.replay_all_dead_letters(
+        DeadLetterFilter(name="email.send"), as_of=now, tally=left.id
+    ) == 2  # fmt: skip
+    await raw.zadd(running_key(prefix), {left.id: now})
+    await raw.hset(operation_key(prefix, left.id), mapping=left.to_fields())  # type: ignore[arg-type]
+
+    # When another server resumes it, to the end
+    assert await second_app.state.bulk.look_after() == [left.id]
+    ended = await finished(second, f"{BULK}/{left.id}")
+
+    # Then it replayed the other two, and counts all four done
+    assert (ended["status"], ended["done"], ended["matched"]) == ("done", 4, 4)
+    assert await replayed(queue, other) == ["a", "b", "c", "d"]
 
 
 async def test_a_server_whose_lease_was_taken_over_stops_and_none_is_replayed_twice(

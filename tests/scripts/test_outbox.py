@@ -28,7 +28,10 @@ async def test_no_entry_is_appended_while_the_outbox_is_off(
     await make_dead_letter(raw, d, "d1")
 
     await call(
-        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "d1"]
+        raw,
+        "purge_dead_letters",
+        [d.dl, d.events, d.meta, d.job("d1")],
+        [MAXLEN, "", 2000, "", "d1"],
     )
 
     assert await raw.exists(d.dl_outbox) == 0
@@ -40,13 +43,16 @@ async def test_an_outbox_turned_on_between_two_calls_of_a_script_gets_the_second
     # Given a script that ran while the outbox was off (it remembers that for its call only)
     await make_dead_letter(raw, d, "d1")
     await make_dead_letter(raw, d, "d2")
-    purge = [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "d1"]
+    purge = [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "", "d1"]
     await call(raw, "purge_dead_letters", *purge)
 
     # When the outbox is turned on and the same script runs again
     await raw.set(d.dl_outbox_enabled, "1")
     await call(
-        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d2")], [MAXLEN, "", 2000, "d2"]
+        raw,
+        "purge_dead_letters",
+        [d.dl, d.events, d.meta, d.job("d2")],
+        [MAXLEN, "", 2000, "", "d2"],
     )
 
     # Then the second call appends its entry
@@ -76,7 +82,10 @@ async def test_purge_appends_an_entry_with_the_dead_letters_fields_as_they_were(
     await make_dead_letter(raw, d, "d1", data='{"b":1,"a":12345678901234567890}')
 
     await call(
-        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "d1"]
+        raw,
+        "purge_dead_letters",
+        [d.dl, d.events, d.meta, d.job("d1")],
+        [MAXLEN, "", 2000, "", "d1"],
     )
 
     arrival, purge = await entries(raw, d)
@@ -94,7 +103,7 @@ async def test_a_purge_that_finds_nothing_appends_nothing(
     await raw.set(d.dl_outbox_enabled, "1")
 
     await call(
-        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("x")], [MAXLEN, "", 2000, "x"]
+        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("x")], [MAXLEN, "", 2000, "", "x"]
     )
 
     assert await raw.exists(d.dl_outbox) == 0

@@ -230,7 +230,8 @@ def replay_keys(d: QueueKeys, k: QueueKeys, pairs: list[tuple[str, str]]) -> lis
     return keys
 
 
-REPLAY_HEAD = [NOW, MAXLEN, "src", "dlq", "operator:ada", "", "", 2000, ""]  # budget, since
+# ... budget, since, tally
+REPLAY_HEAD = [NOW, MAXLEN, "src", "dlq", "operator:ada", "", "", 2000, "", ""]
 
 
 async def test_replay_creates_the_job_and_moves_the_dead_letter_to_processing(
@@ -315,6 +316,30 @@ async def test_replay_sent_again_reports_the_job_it_made_and_makes_no_other(
     assert await raw.lrange(k.wait, 0, -1) == ["n1"]
 
 
+async def test_a_tally_counts_each_dead_letter_replayed_once_and_no_refusal(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    # Given two dead letters, replayed in one call that counts in tally "t"
+    await make_dead_letter(raw, d, "d1")
+    await make_dead_letter(raw, d, "d2")
+    pairs = [("d1", "n1"), ("d2", "n2")]
+    args = [*REPLAY_HEAD[:-1], "t", "d1", "n1", "", "", "", "", "d2", "n2", "", "", "", ""]
+    assert await call(raw, "replay_dead_letters", replay_keys(d, k, pairs), args) == [
+        "waiting", "waiting"
+    ]  # fmt: skip
+
+    # When the same call is sent again (its reply lost), and d1 is replayed anew (refused:
+    # it is processing)
+    again = await call(raw, "replay_dead_letters", replay_keys(d, k, pairs), args)
+    other = [*REPLAY_HEAD[:-1], "t", "d1", "n3", "", "", "", ""]
+    refused = await call(raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n3")]), other)
+
+    # Then the tally counts the two replays once, and it expires a day after its last count
+    assert (again, refused) == (["waiting", "waiting"], [-6])
+    assert await raw.get(d.dl_tally("t")) == "2"
+    assert 0 < await raw.pttl(d.dl_tally("t")) <= 24 * 3600 * 1000
+
+
 async def test_a_dead_letter_replayed_since_the_given_moment_is_left_alone(
     raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
 ) -> None:
@@ -322,7 +347,7 @@ async def test_a_dead_letter_replayed_since_the_given_moment_is_left_alone(
     # is pending again), d2 replayed at NOW - 15
     await make_dead_letter(raw, d, "d1", **{"dlq:lastReplayedAt": NOW - 5})
     await make_dead_letter(raw, d, "d2", **{"dlq:lastReplayedAt": NOW - 15})
-    since = [*REPLAY_HEAD[:-1], NOW - 10]
+    since = [*REPLAY_HEAD[:-2], NOW - 10, ""]
 
     # When both are replayed, leaving alone what was replayed from NOW - 10 on
     pairs = [("d1", "n1"), ("d2", "n2")]
@@ -371,7 +396,7 @@ async def test_purge_codes_event_and_counts(raw: aioredis.Redis, d: QueueKeys) -
         raw,
         "purge_dead_letters",
         [d.dl, d.events, d.meta, d.job("d1"), d.job("plain"), d.job("zz")],
-        [MAXLEN, "", 2000, "d1", "plain", "zz"],
+        [MAXLEN, "", 2000, "", "d1", "plain", "zz"],
     )
 
     assert result == [1, -4, -1]
@@ -393,9 +418,9 @@ async def test_purge_and_replay_stop_when_their_time_budget_runs_out(
     # When a purge of the first five and a replay of the last five are each sent with a budget
     # of one microsecond (spent by the time the clock is read, at the fourth dead letter)
     purged = await call(raw, "purge_dead_letters", [d.dl, d.events, d.meta,
-                        *(d.job(i) for i in ids[:5])], [MAXLEN, "", 1, *ids[:5]])  # fmt: skip
+                        *(d.job(i) for i in ids[:5])], [MAXLEN, "", 1, "", *ids[:5]])  # fmt: skip
     pairs = [(dl_id, f"n{dl_id}") for dl_id in ids[5:]]
-    head = [*REPLAY_HEAD[:-2], 1, ""]
+    head = [*REPLAY_HEAD[:-3], 1, "", ""]
     replayed = await call(raw, "replay_dead_letters", replay_keys(d, k, pairs),
                           [*head, *(v for p in pairs for v in (*p, "", "", "", ""))])  # fmt: skip
 
@@ -414,7 +439,10 @@ async def test_purge_of_the_last_of_a_value_forgets_the_value(
     await make_dead_letter(raw, d, "d2")
 
     await call(
-        raw, "purge_dead_letters", [d.dl, d.events, d.meta, d.job("d1")], [MAXLEN, "", 2000, "d1"]
+        raw,
+        "purge_dead_letters",
+        [d.dl, d.events, d.meta, d.job("d1")],
+        [MAXLEN, "", 2000, "", "d1"],
     )
 
     assert await raw.zrange(d.dl_values("n"), 0, -1) == ["email"]

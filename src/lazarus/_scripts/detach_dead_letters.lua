@@ -17,6 +17,8 @@
   ARGV[3]  token            names this purge's detached keys: dl:p:<token>:<status>
   ARGV[4]  most_keys        the most index keys one call may unlink
   ARGV[5]  most_after       the most dead letters arrived after `until` one call indexes again
+  ARGV[6]  tally            the tally the dead letters detached are added to ('' for none:
+                            includes/tally.lua)
 
   Returns: {count, key, key, ...}: how many dead letters were detached, and the detached keys
            (listed in dl:p until drained); {} when the store holds a dead letter in a status the
@@ -26,6 +28,7 @@
   Outbox:  none (drop_detached_dead_letters appends 'purged' per dead letter it deletes).
 ]]
 -- @include store
+-- @include tally
 
 local dl, job_prefix = KEYS[1], KEYS[2]
 local newest_allowed, token = tonumber(ARGV[2]), ARGV[3]
@@ -86,4 +89,5 @@ for _, key in ipairs(detached) do
     result[#result + 1] = key
   end
 end
+tally_add(dl, ARGV[6], result[1])
 return result

@@ -5,13 +5,15 @@
   KEYS[1]  dlq_dl           the dead letter queue's store prefix
   KEYS[2]  dlq_events
   KEYS[3]  dlq_meta         holds the 'count:purged' counter
-  KEYS[4..] dead_letter     the hash of each dead letter, in the order of ARGV[2..]
+  KEYS[4..] dead_letter     the hash of each dead letter, in the order of ARGV[5..]
 
   ARGV[1]  maxlen
   ARGV[2]  statuses         the statuses a dead letter must be in to go, comma-separated
                             ('' for any): a bulk purge leaves one that left them meanwhile
   ARGV[3]  budget_us        the call's time budget, microseconds (includes/budget.lua)
-  ARGV[4..] dead_letter_id
+  ARGV[4]  tally            the tally the dead letters purged are added to ('' for none:
+                            includes/tally.lua)
+  ARGV[5..] dead_letter_id
 
   Returns: one entry per dead letter handled, in order (fewer than given when the budget ran
            out: the caller sends the rest again): 1 purged, -1 JOB_NOT_FOUND (gone already),
@@ -24,6 +26,7 @@
 -- @include events
 -- @include store_batch
 -- @include budget
+-- @include tally
 
 local results, purged = {}, {}
 local count = 0
@@ -38,12 +41,12 @@ local HELD_AHEAD = 100
 local held, held_to = {}, 3
 budget_start(ARGV[3])
 for i = 4, #KEYS do
-  local id = ARGV[i]
+  local id = ARGV[i + 1]
   local result
   local values, _, origin = nil, nil, nil
   if i > held_to then
     held_to = math.min(i + HELD_AHEAD - 1, #KEYS)
-    held = store_held(KEYS[1], {unpack(ARGV, i, held_to)}, allowed)
+    held = store_held(KEYS[1], {unpack(ARGV, i + 1, held_to + 1)}, allowed)
   end
   if not store_seen(batch, id) then values, _, origin = store_values(KEYS[i]) end
   if store_seen(batch, id) then
@@ -65,6 +68,7 @@ end
 store_flush(batch)
 if count > 0 then
   redis.call('HINCRBY', KEYS[3], 'count:purged', count)
+  tally_add(KEYS[1], ARGV[4], count)
   emit(KEYS[2], ARGV[1], 'purged', 'count', count, 'jobIds', table.concat(purged, ','))
 end
 return results

@@ -34,7 +34,9 @@
   ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua)
   ARGV[9]  since            ms: leave alone a dead letter replayed at or after it ('' for
                             none; a bulk replay's start, includes/replay_mark.lua)
-  ARGV[10..] per pair six values: dead_letter_id, new_id, opts, priority, attempts, data;
+  ARGV[10] tally            the tally the dead letters replayed are added to ('' for none:
+                            includes/tally.lua)
+  ARGV[11..] per pair six values: dead_letter_id, new_id, opts, priority, attempts, data;
            opts, priority, attempts and data are '' to keep the original ones (a new data
            replaces the dead letter's payload too; the timeline keeps the old one)
 
@@ -56,6 +58,7 @@
 -- @include job_logs
 -- @include budget
 -- @include replay_mark
+-- @include tally
 
 local src = queue_keys(4)
 local dl = KEYS[1]
@@ -97,7 +100,7 @@ end
 
 -- args_at(i): where the six ARGV values of the pair at KEYS[i] begin.
 local function args_at(i)
-  return 10 + (i - 14) / 2 * 6
+  return 11 + (i - 14) / 2 * 6
 end
 
 local results = {}
@@ -141,5 +144,8 @@ for i = 14, #KEYS, 2 do
 end
 store_flush(batch)
 enqueue_push(src, pushed)
-if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', int_text(replayed)) end
+if replayed > 0 then
+  redis.call('HINCRBY', KEYS[3], 'count:replayed', int_text(replayed))
+  tally_add(dl, ARGV[10], replayed)
+end
 return results

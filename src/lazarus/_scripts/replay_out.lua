@@ -22,7 +22,8 @@
   ARGV[7]  rule             the redrive rule that replays, '' for none
   ARGV[8]  budget_us        the call's time budget, microseconds (includes/budget.lua)
   ARGV[9]  since            as replay_dead_letters
-  ARGV[10..] per dead letter six values: dead_letter_id, new_id, opts, priority, attempts,
+  ARGV[10] tally            as replay_dead_letters
+  ARGV[11..] per dead letter six values: dead_letter_id, new_id, opts, priority, attempts,
            data, as replay_dead_letters
 
   Returns: one entry per dead letter handled, in order (fewer than given when the budget
@@ -37,6 +38,7 @@
 -- @include job_logs
 -- @include budget
 -- @include replay_mark
+-- @include tally
 
 local dl = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -75,7 +77,7 @@ local results = {}
 local replayed = 0
 budget_start(ARGV[8])
 for i = 5, #KEYS do
-  local a = 10 + (i - 5) * 6
+  local a = 11 + (i - 5) * 6
   local dl_key, dl_id, new_id = KEYS[i], ARGV[a], ARGV[a + 1]
   local f = replay_read(dl_key)
   local status = f[9] or 'pending'
@@ -96,5 +98,8 @@ for i = 5, #KEYS do
   if budget_spent() then break end
 end
 store_flush(batch)
-if replayed > 0 then redis.call('HINCRBY', KEYS[3], 'count:replayed', replayed) end
+if replayed > 0 then
+  redis.call('HINCRBY', KEYS[3], 'count:replayed', int_text(replayed))
+  tally_add(dl, ARGV[10], replayed)
+end
 return results

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._checks import positive_or_none
 from .._connection import now_ms
+from .._keys import validate_name
 from .._scripts import CALL_BUDGET_US
 from . import search, store
 from .filters import DeadLetterFilter, TimeBound, to_ms
@@ -77,6 +78,12 @@ async def throttle(started: float, done: int, rate: float | None) -> None:
         wait = started + done / rate - asyncio.get_running_loop().time()
         if wait > 0:
             await asyncio.sleep(wait)
+
+
+def check_tally(tally: object) -> str:
+    """The name of a bulk run's tally (see ``includes/tally.lua``): ``''`` for ``None``, else
+    a name as :func:`~lazarus._keys.validate_name` takes it. Raises naming ``tally``."""
+    return "" if tally is None else validate_name(tally, "tally")
 
 
 def check_as_of(as_of: TimeBound) -> int:

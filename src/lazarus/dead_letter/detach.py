@@ -71,11 +71,12 @@ async def purge(
     on_progress: bulk.Progress | None,
     rate: float | None,
     as_of: int | None = None,
+    tally: str = "",
 ) -> int | None:
     """Purge the whole store when ``flt`` covers it (see the module): how many dead letters
     were purged, or ``None`` when the store holds one ``flt`` does not cover (nothing
     changed; purge one by one). Dead letters arrived after ``as_of`` (ms; by default now)
-    stay."""
+    stay. ``tally`` names a tally that counts the dead letters purged (``''`` for none)."""
     if not covers_store(flt):
         return None
     statuses = LIVE_STATUSES if flt.status is None else (str(flt.status),)
@@ -85,7 +86,7 @@ async def purge(
     reply = await _scripts.load("detach_dead_letters")(
         client,
         [keys.dl, keys.job_prefix],
-        [",".join(statuses), until, token, MOST_INDEX_KEYS, MOST_AFTER],
+        [",".join(statuses), until, token, MOST_INDEX_KEYS, MOST_AFTER, tally],
     )
     if not reply:
         return None

@@ -97,6 +97,7 @@ class DeadLetterMovesMixin:
         note: str | None = None,
         rule: str | None = None,
         as_of: TimeBound = None,
+        tally: str | None = None,
     ) -> int:
         """Replay every replayable dead letter (``pending``, ``manual`` or ``failed``) that
         matches ``filter`` into its source queue; returns how many were replayed (with
@@ -113,14 +114,20 @@ class DeadLetterMovesMixin:
         ``as_of`` (ms since the epoch, or a datetime) is the moment the call counts as its
         beginning, by default now. A run that stopped half-way (its process killed) is
         resumed by calling again with its ``as_of``: what it replayed is not replayed again,
-        and it returns how many this call replayed.
+        and it returns how many this call replayed. ``tally`` names a count in Redis that
+        every call given it adds its replays to, atomically with them: so a run and its
+        resumptions, from whatever processes, count exactly what they replayed, even what a
+        killed process did after its last ``on_progress``
+        (:meth:`get_dead_letter_tally`).
         """
         by = replay.check_replayer(actor, note, rule)
-        began = bulk.check_as_of(as_of)
+        began, named = bulk.check_as_of(as_of), bulk.check_tally(tally)
         registered: set[str] = set()  # target queues registered by this run already
         return await self._bulk(
             filter,
-            lambda matches, budget: self._replay_batch(matches, registered, by, budget, began),
+            lambda matches, budget: self._replay_batch(
+                matches, registered, by, budget, began, named
+            ),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
             statuses=REPLAYABLE, as_of=began,
         )  # fmt: skip
@@ -171,6 +178,7 @@ class DeadLetterMovesMixin:
         by: replay.Replayer | None,
         budget_us: int,
         since: int | None = None,
+        tally: str = "",
     ) -> int:
         by_source: dict[str, list[tuple[str, replay.Override]]] = {}
         for dl_id, source in matches:
@@ -181,7 +189,7 @@ class DeadLetterMovesMixin:
             await replay.replay(
                 self._client, self.keys, self.max_events, source, items,
                 register=registered is None or source not in registered, by=by,
-                budget_us=budget_us, since=since,
+                budget_us=budget_us, since=since, tally=tally,
             )
             for source, items in by_source.items()
         ]  # fmt: skip
@@ -209,11 +217,13 @@ class DeadLetterMovesMixin:
         rate: float | None = None,
         dry_run: bool = False,
         as_of: TimeBound = None,
+        tally: str | None = None,
     ) -> int:
         """Delete every dead letter that matches ``filter`` and had arrived at ``as_of`` (by
         default, when the call began), batch by batch, as :meth:`replay_all_dead_letters`
         walks; returns the count. Calling again with the ``as_of`` of a purge that stopped
-        half-way finishes it.
+        half-way finishes it; ``tally`` counts what the calls given it purged, as for a
+        replay.
 
         A purge of the whole store (no filter but a status, and every dead letter in the
         purge's statuses) empties its indexes at once and then deletes the dead letters in
@@ -222,31 +232,41 @@ class DeadLetterMovesMixin:
         flt, limit = check_filter(filter), bulk.check_rate(rate)
         bulk.check_batch(batch_size)
         bulk.check_progress(on_progress)
-        began = bulk.check_as_of(as_of)
+        began, named = bulk.check_as_of(as_of), bulk.check_tally(tally)
         if not dry_run:
             await detach.drop_leftovers(
                 self._client, self.keys, self.max_events, older_than_ms=detach.LEFTOVER_AGE_MS
             )
             whole = await detach.purge(
                 self._client, self.keys, self.max_events, flt, on_progress=on_progress,
-                rate=limit, as_of=began,
+                rate=limit, as_of=began, tally=named,
             )  # fmt: skip
             if whole is not None:
                 return whole
         return await self._bulk(
-            filter, lambda matches, budget: self._purge_batch(matches, _scope(filter), budget),
+            filter,
+            lambda matches, budget: self._purge_batch(matches, _scope(filter), budget, named),
             batch_size=batch_size, on_progress=on_progress, rate=rate, dry_run=dry_run,
             as_of=began, sources=False,
         )  # fmt: skip
 
     async def _purge_batch(
-        self, matches: list[tuple[str, str]], statuses: str, budget_us: int
+        self, matches: list[tuple[str, str]], statuses: str, budget_us: int, tally: str
     ) -> int:
         ids = [dl_id for dl_id, _ in matches]
         results = await replay.purge(
-            self._client, self.keys, self.max_events, ids, statuses, budget_us=budget_us
-        )
+            self._client, self.keys, self.max_events, ids, statuses, budget_us=budget_us,
+            tally=tally,
+        )  # fmt: skip
         return sum(1 for r in results if r == 1)
+
+    @reports_unavailable
+    async def get_dead_letter_tally(self, tally: str) -> int:
+        """How many dead letters the bulk replays or purges given ``tally`` have handled so
+        far, counted by Redis as they did it; 0 for a tally never counted, or gone (a day
+        after its last count)."""
+        raw = await self._client.get(self.keys.dl_tally(bulk.check_tally(tally)))
+        return 0 if raw is None else int(raw)
 
 
 def _scope(filter: DeadLetterFilter | None) -> str:

@@ -72,6 +72,7 @@ async def replay(
     by: Replayer | None = None,
     budget_us: int = CALL_BUDGET_US,
     since: int | None = None,
+    tally: str = "",
 ) -> list[tuple[str, str | int]]:
     """Replay ``(dead letter id, override)`` items into queue ``target``: for each, the new
     job's id and the state it entered, or an error code. ``register=False`` when the caller
@@ -79,7 +80,8 @@ async def replay(
     ``new_ids`` names the new jobs (one per item; by default fresh ids), e.g. to give a job
     its original id back. ``budget_us`` bounds each script call (many items take several).
     ``since`` (ms): a dead letter replayed at or after it is left alone (``JOB_STATE``), as
-    a bulk replay leaves what was replayed since it began."""
+    a bulk replay leaves what was replayed since it began. ``tally`` names a tally that
+    counts the dead letters replayed (``''`` for none: see :mod:`.bulk`)."""
     target_keys = QueueKeys(keys.prefix, target)
     # Registered first: the registry is another key (another slot on a cluster), and a write
     # after the script could fail after the replay happened. Adding a name twice is harmless.
@@ -90,7 +92,7 @@ async def replay(
     elif len(new_ids) != len(items):
         raise ValueError(f"new_ids must have one id per item ({len(items)}), got {len(new_ids)}")
     head: list[Any] = [now_ms(), max_events, target, keys.queue, *(by or Replayer()).args(),
-                       budget_us, "" if since is None else since]  # fmt: skip
+                       budget_us, "" if since is None else since, tally]  # fmt: skip
     crosses = _moves.crosses(client, keys, target_keys)  # another cluster slot: two steps
 
     async def call(part: Sequence[tuple[tuple[str, Override], str]]) -> list[Any]:
@@ -118,16 +120,18 @@ async def purge(
     statuses: str = "",
     *,
     budget_us: int = CALL_BUDGET_US,
+    tally: str = "",
 ) -> list[int]:
     """Purge the dead letters ``ids`` (only those in ``statuses``, comma-separated, when
     given): 1 for each purged, else an error code. ``budget_us`` bounds each script call
-    (many ids take several)."""
+    (many ids take several); ``tally`` names a tally that counts those purged (``''`` for
+    none)."""
     script = _scripts.load("purge_dead_letters")
 
     async def call(part: Sequence[str]) -> list[Any]:
         script_keys = [keys.dl, keys.events, keys.meta, *(keys.job(i) for i in part)]
         replies: list[Any] = await script(
-            client, script_keys, [max_events, statuses, budget_us, *part]
+            client, script_keys, [max_events, statuses, budget_us, tally, *part]
         )
         return replies
 

@@ -241,7 +241,10 @@ class BulkOperations:
         await self._ops.client.zrem(running_key(self._ops.prefix), operation_id)
 
     async def _run(self, operation: BulkOperation, queue: Queue, flt: DeadLetterFilter) -> None:
-        before = operation.done  # by the servers that ran it before (a resume)
+        # What it did counts in a tally named by its id, which every server that runs it adds
+        # to as it acts: a resume counts what a killed server did and never reported. A record
+        # that says more (one begun before tallies) keeps its count.
+        before = operation.done
         try:
             if not operation.dry_run and not operation.resumes:
                 # The exact count when the store has one; a text filter would need a scan.
@@ -249,17 +252,22 @@ class BulkOperations:
                 if matched is not None:
                     await self._update(operation.id, matched=matched)
 
+            async def tallied() -> int:
+                return max(before, await queue.get_dead_letter_tally(operation.id))
+
             async def progress(done: int) -> None:
-                await self._update(operation.id, done=before + done)
+                await self._update(operation.id, done=await tallied())
 
             call: Callable[..., Awaitable[int]] = queue.replay_all_dead_letters
             if operation.action == "purge":
                 call = queue.purge_dead_letters
+            tally = None if operation.dry_run else operation.id
             done = await call(
                 flt, batch_size=operation.batch_size, on_progress=progress,
                 rate=operation.rate, dry_run=operation.dry_run, as_of=operation.started_at,
+                tally=tally,
             )  # fmt: skip
-            final = {"matched": done, "done": 0} if operation.dry_run else {"done": before + done}
+            final = {"matched": done, "done": 0} if operation.dry_run else {"done": await tallied()}
             await self._update(operation.id, status="done", finished_at=now_ms(), **final)
             await self._forget(operation.id)
         except _Lost:
