@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from lazarus import Queue
+from lazarus import DeadLetterFilter, Queue
 from lazarus._connection import now_ms
 from lazarus.cli import _options
+from lazarus.cli._bulk import BulkPlan, tally_of
 
 from ..conftest import wait_until
 from .conftest import Invoke, MakeWorker, dead_letter, parsed
@@ -96,7 +97,7 @@ async def test_dry_run_shows_the_count_and_first_ids_and_changes_nothing(
     assert all(i in replay.stdout for i in ids)
     assert {**purge, "asOf": 0} == {"queue": "jobs-dlq", "action": "purge", "dryRun": True,
                                     "matched": 3, "sample": ids[::-1], "purged": 0,
-                                    "asOf": 0}  # fmt: skip
+                                    "asOf": 0, "inAll": 0}  # fmt: skip
     assert purge["asOf"] <= now_ms()
     assert await dlq.get_dead_letter_count() == 3
     assert await queue.get_waiting() == []
@@ -172,6 +173,33 @@ async def test_replay_all_as_of_an_earlier_run_leaves_what_arrived_after_it(
     assert "1 dead letter matches in 'jobs-dlq', as of " in shown.stdout
     resumed = await invoke("dlq", "replay", "jobs-dlq", "--all", "--yes")
     assert "the same command with --as-of " in resumed.stdout
+
+
+async def test_a_resumed_run_counts_in_all_what_the_run_it_resumes_did(
+    queue: Queue, dlq: Queue, make_worker: MakeWorker, invoke: Invoke
+) -> None:
+    # Given a replay of every dead letter whose process was killed after it replayed two of
+    # three, before it said so: the command's run, as of `began`, cut short
+    await dead_letter(queue, make_worker, ("a", {}), ("a", {}), ("b", {}))
+    began = now_ms()
+    flt = DeadLetterFilter()
+    plan = BulkPlan("replay", "jobs-dlq", flt, dry_run=False, yes=True, batch_size=500,
+                    rate=None, as_json=True)  # fmt: skip
+    first = await dlq.replay_all_dead_letters(
+        DeadLetterFilter(name="a"), as_of=began, tally=tally_of(plan, began)
+    )
+
+    # When the operator runs the same command again with its moment
+    resumed = await invoke("dlq", "replay", "jobs-dlq", "--all", "--as-of", str(began), "--yes")
+    document = parsed(await invoke("dlq", "replay", "jobs-dlq", "--all", "--as-of", str(began),
+                                   "--yes", "--json"))  # fmt: skip
+
+    # Then it replays the third, and says that three were replayed in all
+    assert first == 2
+    assert resumed.exit_code == 0, resumed.output
+    assert "replayed 1 dead letter into their source queues (3 in all" in resumed.stdout
+    assert (document["replayed"], document["inAll"]) == (0, 3)
+    assert sorted(j.name for j in await queue.get_waiting()) == ["a", "a", "b"]
 
 
 async def _after(moment: int) -> bool:

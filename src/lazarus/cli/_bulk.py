@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -54,11 +56,18 @@ class ProgressBar:
         self.progress.update(self.task, completed=done, total=self.total)
 
 
+def tally_of(plan: BulkPlan, as_of: int) -> str:
+    """The tally a run counts in: one name for a run and every run that resumes it (the same
+    command, with the first one's moment as ``--as-of``)."""
+    shape = json.dumps(dataclasses.asdict(plan.flt), sort_keys=True, default=str)
+    return f"cli-{plan.verb}-{as_of}-{hashlib.sha1(shape.encode()).hexdigest()[:12]}"
+
+
 async def _act(queue: Queue, plan: BulkPlan, matched: int, as_of: int) -> int:
     action: Callable[..., Awaitable[int]] = queue.purge_dead_letters
     if plan.verb == "replay":
         action = functools.partial(queue.replay_all_dead_letters, **plan.who)
-    action = functools.partial(action, as_of=as_of)
+    action = functools.partial(action, as_of=as_of, tally=tally_of(plan, as_of))
     if plan.as_json:
         return await action(plan.flt, batch_size=plan.batch_size, rate=plan.rate)
     progress = Progress(
@@ -85,7 +94,7 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
         sample = [job.id for job in newest.jobs]
     report: dict[str, Any] = {
         "queue": plan.queue, "action": plan.verb, "dryRun": plan.dry_run,
-        "matched": matched, "sample": sample, PAST[plan.verb]: 0, "asOf": as_of,
+        "matched": matched, "sample": sample, PAST[plan.verb]: 0, "asOf": as_of, "inAll": 0,
     }  # fmt: skip
     out = _render.console()
     if not plan.as_json:
@@ -95,6 +104,8 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
             more = f" (and {matched - len(sample)} more)" if matched > len(sample) else ""
             out.print("newest: " + ", ".join(sample) + more)
     if plan.dry_run or matched == 0:
+        if not plan.dry_run:  # nothing left: what the runs it resumes did, if any
+            report["inAll"] = await queue.get_dead_letter_tally(tally_of(plan, as_of))
         if not plan.as_json:
             past = PAST[plan.verb]
             out.print(f"dry run: {matched} would be {past}; nothing was changed" if plan.dry_run
@@ -106,8 +117,12 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
         out.print(f"(should this run stop half-way, the same command with --as-of {as_of} "
                   "resumes it)")  # fmt: skip
     done = await _act(queue, plan, matched, as_of)
-    report[PAST[plan.verb]] = done
+    # With the runs it resumes: what every run as of this moment did, counted by Redis.
+    in_all = max(done, await queue.get_dead_letter_tally(tally_of(plan, as_of)))
+    report[PAST[plan.verb]], report["inAll"] = done, in_all
     if not plan.as_json:
         where = " into their source queues" if plan.verb == "replay" else ""
-        out.print(f"{PAST[plan.verb]} {done} dead letter{'s' if done != 1 else ''}{where}")
+        resumed = f" ({in_all} in all, with the runs it resumes)" if in_all > done else ""
+        out.print(f"{PAST[plan.verb]} {done} dead letter{'s' if done != 1 else ''}{where}"
+                  f"{resumed}")  # fmt: skip
     return report
