@@ -188,7 +188,11 @@ class QueueAddingMixin:
         ``marks[i]`` (a key of the queue's hash slot) in the same script call, and only if the
         job is in the queue then: a mark that says an add is awaited never outlives it (an
         OJS record's ``adding``)."""
-        return await self._add_prepared(self._prepared_bulk(jobs), (mark, marks))
+        prepared = self._prepared_bulk(jobs)
+        if len(marks) != len(prepared):
+            raise ValueError(f"marks must name one hash per job ({len(prepared)}), "
+                             f"got {len(marks)}")  # fmt: skip
+        return await self._add_prepared(prepared, (mark, marks))
 
     def _prepared_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[_Prepared]:
         prepared = []
