@@ -51,6 +51,22 @@ async def slow_replay(client: httpx.AsyncClient) -> dict[str, Any]:
     return started
 
 
+async def left_by_a_killed_server(
+    raw: aioredis.Redis, prefix: str, operation_id: str, *, lease_until: int
+) -> BulkOperation:
+    """A replay of every dead letter (four, two to a batch) as a server killed at once left
+    it: running, listed, none done, its lease held until ``lease_until``."""
+    now = now_ms()
+    left = BulkOperation(
+        id=operation_id, action="replay", queue=DLQ, filter={}, dry_run=False, rate=None,
+        batch_size=2, status="running", matched=4, done=0, started_at=now, updated_at=now,
+        finished_at=None, error=None, server="gone:1", lease_until=lease_until,
+    )  # fmt: skip
+    await raw.zadd(running_key(prefix), {left.id: now})
+    await raw.hset(operation_key(prefix, left.id), mapping=left.to_fields())  # type: ignore[arg-type]
+    return left
+
+
 async def test_an_operation_left_by_a_killed_server_is_resumed_once_its_lease_runs_out(
     second_app: FastAPI, second: httpx.AsyncClient, seeded: dict[str, str], dlq: Queue,
     queue: Queue, other: Queue, raw: aioredis.Redis, prefix: str,
@@ -58,13 +74,7 @@ async def test_an_operation_left_by_a_killed_server_is_resumed_once_its_lease_ru
     # Given a replay of every dead letter as a killed server left it: running, listed, its
     # lease still held for a minute
     now = now_ms()
-    left = BulkOperation(
-        id="ab" * 16, action="replay", queue=DLQ, filter={}, dry_run=False, rate=None,
-        batch_size=2, status="running", matched=4, done=0, started_at=now, updated_at=now,
-        finished_at=None, error=None, server="gone:1", lease_until=now + 60_000,
-    )  # fmt: skip
-    await raw.zadd(running_key(prefix), {left.id: now})
-    await raw.hset(operation_key(prefix, left.id), mapping=left.to_fields())  # type: ignore[arg-type]
+    left = await left_by_a_killed_server(raw, prefix, "ab" * 16, lease_until=now + 60_000)
     bulk: BulkOperations = second_app.state.bulk
 
     # When another server looks while the lease holds, Then it leaves it alone
@@ -90,17 +100,10 @@ async def test_a_resumed_operation_counts_what_its_killed_server_did_and_never_r
 ) -> None:  # fmt: skip
     # Given a replay of every dead letter as a killed server left it: its record says none
     # done, but it had replayed two ("email.send": a and d) in a batch it never reported
-    now = now_ms()
-    left = BulkOperation(
-        id="cd" * 16, action="replay", queue=DLQ, filter={}, dry_run=False, rate=None,
-        batch_size=2, status="running", matched=4, done=0, started_at=now, updated_at=now,
-        finished_at=None, error=None, server="gone:1", lease_until=now - 1,
-    )  # fmt: skip
+    left = await left_by_a_killed_server(raw, prefix, "cd" * 16, lease_until=now_ms() - 1)
     assert await dlq.replay_all_dead_letters(
-        DeadLetterFilter(name="email.send"), as_of=now, tally=left.id
+        DeadLetterFilter(name="email.send"), as_of=left.started_at, tally=left.id
     ) == 2  # fmt: skip
-    await raw.zadd(running_key(prefix), {left.id: now})
-    await raw.hset(operation_key(prefix, left.id), mapping=left.to_fields())  # type: ignore[arg-type]
 
     # When another server resumes it, to the end
     assert await second_app.state.bulk.look_after() == [left.id]

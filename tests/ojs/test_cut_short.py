@@ -7,6 +7,7 @@ the job is what the engine says, and runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -25,6 +26,10 @@ from .test_layer import RETRY_ONCE, backend_of, state_of
 from .test_workflows import QUEUE, ack, create, fail, fetch_all, ids_in_queue, job, workflow_of
 
 
+async def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
 def die_before_adding(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the next enqueues stop after their records, as a server killed there would: the
     add never happens, and nothing is taken back."""
@@ -32,11 +37,31 @@ def die_before_adding(monkeypatch: pytest.MonkeyPatch) -> None:
     async def died(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the server died")
 
-    async def nothing(*args: Any, **kwargs: Any) -> None:
-        return None
-
     monkeypatch.setattr(jobs, "_add", died)
-    monkeypatch.setattr(jobs, "_take_back", nothing)
+    monkeypatch.setattr(jobs, "_take_back", _nothing)
+
+
+def die_after_adding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next enqueues stop just after their add returned, as a server killed there
+    would: the jobs are in their queues, and nothing more is done."""
+    add = jobs._add
+
+    async def added_then_died(*args: Any, **kwargs: Any) -> Any:
+        await add(*args, **kwargs)
+        raise RuntimeError("the server died")
+
+    monkeypatch.setattr(jobs, "_add", added_then_died)
+    monkeypatch.setattr(jobs, "_take_back", _nothing)
+
+
+async def push_as_the_server_dies(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, body: dict[str, Any],
+    die: Callable[[pytest.MonkeyPatch], None],
+) -> None:  # fmt: skip
+    """PUSH ``body`` while ``die`` stops the server where it says: the client gets a 500."""
+    with monkeypatch.context() as crash:
+        die(crash)
+        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
 
 
 async def test_a_step_whose_add_never_happened_is_enqueued_again_and_the_chain_completes(
@@ -109,9 +134,7 @@ async def test_a_push_may_take_the_id_of_an_orphan_record_but_not_of_a_young_one
     # Given a PUSH whose server died between the record and the add
     body = {"type": "mail.send", "args": ["ada"], "id": "01a22624-0000-7000-8000-000000000001",
             "options": {"queue": QUEUE}}  # fmt: skip
-    with monkeypatch.context() as crash:
-        die_before_adding(crash)
-        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
+    await push_as_the_server_dies(client, monkeypatch, body, die_before_adding)
 
     # When the client sends it again at once, and then once the record is an orphan
     young = await client.post("/ojs/v1/jobs", json=body)
@@ -134,9 +157,7 @@ async def test_the_upkeep_adds_the_job_of_an_orphan_push_as_it_was_sent(
     # Given a PUSH whose server died between the record and the add, never sent again
     body = {"type": "mail.send", "args": ["ada", 2], "id": "01a22624-0000-7000-8000-000000000003",
             "meta": {"tenant": "t1"}, "options": {"queue": QUEUE, "retry": RETRY_ONCE}}  # fmt: skip
-    with monkeypatch.context() as crash:
-        die_before_adding(crash)
-        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
+    await push_as_the_server_dies(client, monkeypatch, body, die_before_adding)
 
     # When the server's upkeep walks the records, while the record is young, then once it
     # is an orphan
@@ -164,9 +185,7 @@ async def test_a_push_sent_again_indexes_an_orphan_its_server_died_before_indexi
     # Given a PUSH whose server died after writing the record, before indexing it
     body = {"type": "mail.send", "args": ["ada"], "id": "01a22624-0000-7000-8000-000000000004",
             "options": {"queue": QUEUE}}  # fmt: skip
-    with monkeypatch.context() as crash:
-        die_before_adding(crash)
-        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
+    await push_as_the_server_dies(client, monkeypatch, body, die_before_adding)
     await raw.hdel(f"{prefix}:ojs:index", body["id"])
 
     # When the client sends it again at once (a 409: its record may be an enqueue under way),
@@ -251,19 +270,7 @@ async def test_a_job_run_and_deleted_after_its_server_died_past_the_add_is_not_a
     # Given a PUSH whose server died just after the add returned, before answering
     body = {"type": "mail.send", "args": ["ada"], "id": "01a22624-0000-7000-8000-000000000005",
             "options": {"queue": QUEUE}}  # fmt: skip
-    add = jobs._add
-
-    async def added_then_died(*args: Any, **kwargs: Any) -> Any:
-        await add(*args, **kwargs)
-        raise RuntimeError("the server died")
-
-    async def nothing(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    with monkeypatch.context() as crash:
-        crash.setattr(jobs, "_add", added_then_died)
-        crash.setattr(jobs, "_take_back", nothing)
-        assert (await client.post("/ojs/v1/jobs", json=body)).status_code == 500
+    await push_as_the_server_dies(client, monkeypatch, body, die_after_adding)
 
     # And an in-process worker ran the job, which retention deleted later (its tombstone,
     # kept 30 s after an early delete, gone by then)
