@@ -316,6 +316,23 @@ async def test_replay_sent_again_reports_the_job_it_made_and_makes_no_other(
     assert await raw.lrange(k.wait, 0, -1) == ["n1"]
 
 
+async def test_a_bulk_replay_from_a_clock_behind_its_start_marks_its_replays_at_the_start(
+    raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
+) -> None:
+    # Given a dead letter, replayed by a resume of a bulk replay begun at NOW + 50 (by a
+    # process whose clock was ahead of this one's)
+    await make_dead_letter(raw, d, "d1")
+    ahead = [*REPLAY_HEAD[:-2], NOW + 50, "", "d1", "n1", "", "", "", ""]
+    assert await call(raw, "replay_dead_letters", replay_keys(d, k, [("d1", "n1")]), ahead) == [
+        "waiting"
+    ]  # fmt: skip
+
+    # Then it counts as replayed since the run began: no later resume replays it again
+    assert await raw.hget(d.job("d1"), "dlq:lastReplayedAt") == str(NOW + 50)
+    # And its timeline tells the time of this process, as ever
+    assert json.loads(await raw.hget(d.job("d1"), "dlq:timeline") or "[]")[-1]["at"] == NOW
+
+
 async def test_a_tally_counts_each_dead_letter_replayed_once_and_no_refusal(
     raw: aioredis.Redis, k: QueueKeys, d: QueueKeys
 ) -> None:

@@ -82,7 +82,7 @@ local dl_logs, new_logs = job_side(batch.head, 'logs', ''), job_side(src.head, '
 -- replay_one(dl_key, new_key, dl_id, new_id, f, score, a): turn the dead letter into a new job.
 local function replay_one(dl_key, new_key, dl_id, new_id, f, score, a)
   local data, from = replay_mark(batch, dl_key, dl_id, new_id, f, score, a, now, actor, note,
-    rule)
+    rule, since)
   local opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}'
   local priority = tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0
   local delay = tonumber(f[6]) or 0

@@ -53,7 +53,7 @@ local batch = store_batch(dl)
 -- is recorded as a move.
 local function replay_one(dl_key, dl_id, new_id, f, score, a)
   local data, from = replay_mark(batch, dl_key, dl_id, new_id, f, score, a, now, actor, note,
-    rule)
+    rule, since)
   local fields = {name = f[2] or '', data = data,
     opts = ARGV[a + 2] ~= '' and ARGV[a + 2] or f[4] or '{}',
     priority = tostring(tonumber(ARGV[a + 3] ~= '' and ARGV[a + 3] or f[5]) or 0),
