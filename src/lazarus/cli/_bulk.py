@@ -63,11 +63,11 @@ def tally_of(plan: BulkPlan, as_of: int) -> str:
     return f"cli-{plan.verb}-{as_of}-{hashlib.sha1(shape.encode()).hexdigest()[:12]}"
 
 
-async def _act(queue: Queue, plan: BulkPlan, matched: int, as_of: int) -> int:
+async def _act(queue: Queue, plan: BulkPlan, matched: int, as_of: int, tally: str) -> int:
     action: Callable[..., Awaitable[int]] = queue.purge_dead_letters
     if plan.verb == "replay":
         action = functools.partial(queue.replay_all_dead_letters, **plan.who)
-    action = functools.partial(action, as_of=as_of, tally=tally_of(plan, as_of))
+    action = functools.partial(action, as_of=as_of, tally=tally)
     if plan.as_json:
         return await action(plan.flt, batch_size=plan.batch_size, rate=plan.rate)
     progress = Progress(
@@ -86,6 +86,7 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
     queue = await open_queue(ops, plan.queue)
     # What had arrived by the run's moment: now, or the moment of the run it resumes.
     as_of = bulk.check_as_of(plan.as_of)
+    tally = tally_of(plan, as_of)
     bounded = bulk.snapshot(plan.flt, as_of)
     matched, sample = 0, []
     if bounded is not None:
@@ -105,7 +106,7 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
             out.print("newest: " + ", ".join(sample) + more)
     if plan.dry_run or matched == 0:
         if not plan.dry_run:  # nothing left: what the runs it resumes did, if any
-            report["inAll"] = await queue.get_dead_letter_tally(tally_of(plan, as_of))
+            report["inAll"] = await queue.get_dead_letter_tally(tally)
         if not plan.as_json:
             past = PAST[plan.verb]
             out.print(f"dry run: {matched} would be {past}; nothing was changed" if plan.dry_run
@@ -116,9 +117,9 @@ async def run_bulk(ops: Operators, plan: BulkPlan) -> dict[str, Any]:
     if not plan.as_json:
         out.print(f"(should this run stop half-way, the same command with --as-of {as_of} "
                   "resumes it)")  # fmt: skip
-    done = await _act(queue, plan, matched, as_of)
+    done = await _act(queue, plan, matched, as_of, tally)
     # With the runs it resumes: what every run as of this moment did, counted by Redis.
-    in_all = max(done, await queue.get_dead_letter_tally(tally_of(plan, as_of)))
+    in_all = max(done, await queue.get_dead_letter_tally(tally))
     report[PAST[plan.verb]], report["inAll"] = done, in_all
     if not plan.as_json:
         where = " into their source queues" if plan.verb == "replay" else ""

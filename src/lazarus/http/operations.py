@@ -243,7 +243,8 @@ class BulkOperations:
     async def _run(self, operation: BulkOperation, queue: Queue, flt: DeadLetterFilter) -> None:
         # What it did counts in a tally named by its id, which every server that runs it adds
         # to as it acts: a resume counts what a killed server did and never reported. A record
-        # that says more (one begun before tallies) keeps its count.
+        # that says more (one begun before tallies) keeps its count. The tally is read when the
+        # run begins and when it ends; in between, this server adds what it reports.
         before = operation.done
         try:
             if not operation.dry_run and not operation.resumes:
@@ -255,8 +256,10 @@ class BulkOperations:
             async def tallied() -> int:
                 return max(before, await queue.get_dead_letter_tally(operation.id))
 
+            base = await tallied() if operation.resumes else before
+
             async def progress(done: int) -> None:
-                await self._update(operation.id, done=await tallied())
+                await self._update(operation.id, done=base + done)
 
             call: Callable[..., Awaitable[int]] = queue.replay_all_dead_letters
             if operation.action == "purge":
